@@ -1,0 +1,157 @@
+"""Which implementation runs the kernels: compiled Triton, Triton's interpreter, or plain torch.
+
+The choice is made once, when `labkit` is imported, because Triton decides at *decoration* time
+whether a `@triton.jit` function is compiled or interpreted: `TRITON_INTERPRET=1` must be in the
+environment before the first kernel module executes. So this module runs before any kernel module.
+
+    triton       CUDA is present and Triton is installed: kernels compile, graphs are real
+                 `torch.cuda.CUDAGraph`s.
+    interpreter  No CUDA, Triton installed: the very same kernel source runs in Triton's CPU
+                 interpreter (programs run one after another, in grid order), graphs are emulated.
+    torch        No Triton at all (macOS, Windows): pure-torch references with the same
+                 semantics, including the order in which rows store.
+
+Override with the environment variable ``LABKIT_BACKEND`` (set before importing labkit), or switch
+to ``torch`` at any time with :func:`set_backend`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import torch
+
+BACKENDS = ("triton", "interpreter", "torch")
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+HAS_CUDA = torch.cuda.is_available()
+
+
+def _choose_at_import() -> str:
+    requested = os.environ.get("LABKIT_BACKEND", "").strip().lower()
+    if requested and requested not in BACKENDS:
+        raise ValueError(
+            f"LABKIT_BACKEND={requested!r} is not a backend; choose one of {', '.join(BACKENDS)}"
+        )
+    if requested == "triton" and not (HAS_TRITON and HAS_CUDA):
+        raise RuntimeError(
+            "LABKIT_BACKEND=triton needs both Triton and a CUDA device; "
+            f"found triton={'yes' if HAS_TRITON else 'no'}, cuda={'yes' if HAS_CUDA else 'no'}. "
+            "Use 'interpreter' (Triton on the CPU) or 'torch' instead."
+        )
+    if requested in ("triton", "interpreter") and not HAS_TRITON:
+        raise RuntimeError(f"LABKIT_BACKEND={requested} needs Triton, which is not installed")
+    if requested:
+        return requested
+    if not HAS_TRITON:
+        return "torch"
+    return "triton" if HAS_CUDA else "interpreter"
+
+
+_IMPORT_BACKEND = _choose_at_import()
+if _IMPORT_BACKEND == "interpreter":
+    # Must happen before any @triton.jit runs (see the module docstring).
+    os.environ["TRITON_INTERPRET"] = "1"
+elif _IMPORT_BACKEND == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
+    raise RuntimeError("TRITON_INTERPRET=1 is set but LABKIT_BACKEND=triton asks for compiled kernels")
+
+# The kernels exist in Triton form only if Triton is installed; whether they are compiled or
+# interpreted is fixed from here on.
+KERNELS_INTERPRETED = HAS_TRITON and os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _speed_up_interpreter() -> None:
+    """Turn off the interpreter's integer-overflow bookkeeping for 32-bit arithmetic.
+
+    With its default options the interpreter widens every 32-bit integer add and multiply to 64
+    bits to build an overflow assertion that only fires in debug mode. The noise hash multiplies
+    uint32s on purpose (wrapping is the point), and that bookkeeping was a third of the lab's run
+    time. Semantics are unchanged. The option lives on an internal object, so this is best-effort:
+    on a Triton without it, nothing happens and the lab is only slower.
+    """
+    try:
+        import dataclasses
+
+        from triton.runtime import interpreter
+
+        builder = interpreter.interpreter_builder
+        builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
+    except Exception:  # pragma: no cover - depends on Triton internals
+        pass
+
+
+if KERNELS_INTERPRETED:
+    _speed_up_interpreter()
+
+_current = _IMPORT_BACKEND
+_told_about_torch = False
+
+
+def _say_once_if_torch() -> None:
+    global _told_about_torch
+    if _current == "torch" and not HAS_TRITON and not _told_about_torch:
+        _told_about_torch = True
+        print(
+            "labkit: Triton is not installed on this machine, so the kernels run as pure-torch "
+            "references with the same semantics (same rows, same slots, same store order). "
+            "Everything in the lab works; only the Triton source is not executed.",
+            file=sys.stderr,
+        )
+
+
+def backend() -> str:
+    """The backend in use: 'triton', 'interpreter' or 'torch'."""
+    return _current
+
+
+def set_backend(name: str) -> str:
+    """Switch backends; returns the previous one.
+
+    'torch' is always available. 'interpreter' and 'triton' are available only if the kernels were
+    defined that way when labkit was imported (Triton fixes this at decoration time): to change
+    between them, set LABKIT_BACKEND before importing labkit (in a notebook: restart the kernel).
+    """
+    global _current
+    name = name.strip().lower()
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    if name == "interpreter" and not KERNELS_INTERPRETED:
+        raise RuntimeError(
+            "the Triton kernels were compiled for the GPU when labkit was imported; "
+            "set LABKIT_BACKEND=interpreter before importing labkit to run them in the interpreter"
+        )
+    if name == "triton" and (not HAS_TRITON or KERNELS_INTERPRETED or not HAS_CUDA):
+        raise RuntimeError(
+            "compiled Triton kernels need Triton and a CUDA device, and LABKIT_BACKEND must not "
+            "have chosen the interpreter at import"
+        )
+    previous, _current = _current, name
+    _say_once_if_torch()
+    return previous
+
+
+def default_device() -> torch.device:
+    """Where the lab's tensors live: the GPU for compiled kernels, else the CPU."""
+    return torch.device("cuda") if _current == "triton" else torch.device("cpu")
+
+
+def describe() -> dict:
+    """Versions and choices, for the setup notebook and for recorded data."""
+    info = {
+        "backend": _current,
+        "torch": torch.__version__,
+        "triton": None,
+        "cuda_available": HAS_CUDA,
+        "device": torch.cuda.get_device_name(0) if HAS_CUDA else "cpu",
+        "python": sys.version.split()[0],
+    }
+    if HAS_TRITON:
+        import triton
+
+        info["triton"] = triton.__version__
+    return info
+
+
+_say_once_if_torch()

@@ -1,0 +1,299 @@
+"""The Gumbel sampling kernel of the drafter: where the bug lives, and where half of the fix goes.
+
+One program per (batch row, vocab block). A program
+
+1. loads its row's request-state slot from the row -> slot mapping (`idx_mapping`),
+2. loads the slot's temperature and seed,
+3. scales its block of logits by the temperature and stores them, *indexed by slot*, into
+   `draft_logits[slot, step, block]` -- this is q, the draft distribution the rejection sampler
+   will verify against,
+4. adds Gumbel noise keyed by (seed, position, vocab index) and writes the block's max and argmax;
+   a reduction over blocks (in torch) picks the token. argmax(logits / T + Gumbel) is an exact
+   sample from softmax(logits / T).
+
+Under a padded CUDA graph the grid has `num_reqs_padded` rows. Rows past `num_reqs` read whatever
+the mapping buffer holds there. Before the fix that was a stale slot, often one that a live row
+also holds, so two programs stored to the same `draft_logits[slot, step]` and the padded one, which
+runs on garbage input, could win. `masked=True` is the kernel after the fix: rows with slot < 0
+load temperature and seed with `other=0` (a noiseless argmax that is thrown away) and do not store.
+
+`samples_per_req` > 1 serves DFlash-style drafters, whose sample row r proposes draft step
+`draft_step + r % samples_per_req` of its request.
+
+Every entry point checks its inputs (dtypes, devices, shapes, slot range) on the host first; on a
+GPU these checks synchronise, so benchmarks pass ``validate=False``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from labkit import backends as _backend
+from labkit.errors import (
+    LabkitInputError,
+    check_mapping_dtype,
+    check_same_device,
+    padded_slot_error,
+)
+from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key_torch
+
+DEFAULT_BLOCK_V = 1024
+
+if _backend.HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    from labkit.kernels.noise import row_key, uniform
+
+    @triton.jit
+    def _record_write(writer_ptr, writes_ptr, offset, row):
+        tl.store(writer_ptr + offset, row)
+        tl.atomic_add(writes_ptr + offset, 1)
+
+    @triton.jit
+    def gumbel_sample_kernel(
+        logits_ptr, logits_stride,  # [num_rows, V], row-indexed
+        mapping_ptr,  # [num_rows] int32: row -> slot
+        temperature_ptr, seeds_ptr,  # [max_num_reqs], slot-indexed
+        pos_ptr,  # [num_rows] int64, row-indexed
+        q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed
+        block_max_ptr, block_idx_ptr, num_blocks,  # [num_rows, num_blocks] partial results
+        writer_ptr, writes_ptr, trace_stride_slot,  # [max_num_reqs, k] int32 write trace
+        vocab_size, draft_step, salt,
+        BLOCK_V: tl.constexpr,
+        SAMPLES_PER_REQ: tl.constexpr,
+        STORE_Q: tl.constexpr,
+        MASK_PADDING: tl.constexpr,
+        EARLY_EXIT: tl.constexpr,
+        TRACE: tl.constexpr,
+    ):
+        row = tl.program_id(0)
+        blk = tl.program_id(1)
+        slot = tl.load(mapping_ptr + row)
+        offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
+        in_vocab = offs < vocab_size
+        step = draft_step + row % SAMPLES_PER_REQ
+        if EARLY_EXIT and slot < 0:
+            # A padded row's result is discarded: skip its memory traffic entirely, and leave a
+            # -inf partial so the reduction still has a defined (unused) answer.
+            tl.store(block_max_ptr + row * num_blocks + blk, float("-inf"))
+            tl.store(block_idx_ptr + row * num_blocks + blk, blk * BLOCK_V)
+        else:
+            logits = tl.load(logits_ptr + row * logits_stride + offs, mask=in_vocab,
+                             other=float("-inf")).to(tl.float32)
+            if MASK_PADDING:
+                is_valid = slot >= 0
+                temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+                seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+                # Broadcast the scalar before combining: Triton 3.9's interpreter rejects
+                # `block_mask & scalar` when the scalar came from tl.load.
+                store_mask = in_vocab & ((offs * 0 + slot) >= 0)
+            else:
+                temp = tl.load(temperature_ptr + slot)
+                seed = tl.load(seeds_ptr + slot)
+                store_mask = in_vocab
+            scaled = logits
+            if temp != 0.0:
+                scaled = logits / temp
+            if STORE_Q:
+                # int64 before the multiply: slot * stride overflows int32 for big buffers
+                # (vLLM #46560 is that bug in another sampler kernel).
+                q_off = slot.to(tl.int64) * q_stride_slot + step * q_stride_step
+                tl.store(q_ptr + q_off + offs, scaled, mask=store_mask)
+            scores = scaled
+            if temp != 0.0:
+                key = row_key(seed, tl.load(pos_ptr + row), salt)
+                scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+            tl.store(block_max_ptr + row * num_blocks + blk, tl.max(scores, axis=0))
+            tl.store(block_idx_ptr + row * num_blocks + blk,
+                     tl.argmax(scores, axis=0).to(tl.int64) + blk * BLOCK_V)
+            if TRACE:
+                if blk == 0:
+                    t_off = slot.to(tl.int64) * trace_stride_slot + step
+                    if MASK_PADDING:
+                        if slot >= 0:
+                            _record_write(writer_ptr, writes_ptr, t_off, row)
+                    else:
+                        _record_write(writer_ptr, writes_ptr, t_off, row)
+
+
+@dataclass
+class WriteTrace:
+    """Who stored to `draft_logits[slot, step]` in one launch.
+
+    writer[slot, step]: the row whose store landed last (-1: nobody stored);
+    writes[slot, step]: how many rows stored there (> 1 means rows collided).
+    On the CPU, programs run in grid order, so the last row wins every collision; on a GPU the
+    order is a race, and `writer` records the race's winner for the trace store.
+    """
+
+    writer: torch.Tensor
+    writes: torch.Tensor
+
+    @classmethod
+    def empty(cls, max_num_reqs: int, num_steps: int, device) -> "WriteTrace":
+        return cls(
+            writer=torch.full((max_num_reqs, num_steps), -1, dtype=torch.int32, device=device),
+            writes=torch.zeros((max_num_reqs, num_steps), dtype=torch.int32, device=device),
+        )
+
+    def reset(self) -> None:
+        self.writer.fill_(-1)
+        self.writes.zero_()
+
+
+def _validate(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
+              samples_per_req, masked):
+    if logits.dim() != 2:
+        raise LabkitInputError(f"logits must be [num_rows, vocab], got shape {tuple(logits.shape)}")
+    num_rows, vocab = logits.shape
+    check_mapping_dtype(idx_mapping)
+    check_same_device(logits=logits, idx_mapping=idx_mapping, temperature=temperature,
+                      seeds=seeds, positions=positions, draft_logits=draft_logits)
+    if idx_mapping.numel() < num_rows or positions.numel() < num_rows:
+        raise LabkitInputError(
+            f"the launch has {num_rows} rows but idx_mapping has {idx_mapping.numel()} and "
+            f"positions {positions.numel()} entries"
+        )
+    if temperature.shape != seeds.shape or temperature.dim() != 1:
+        raise LabkitInputError("temperature and seeds must be 1-D and of equal length (one per slot)")
+    max_num_reqs = temperature.numel()
+    if draft_logits is not None:
+        if draft_logits.dim() != 3 or draft_logits.shape[0] != max_num_reqs or draft_logits.shape[2] != vocab:
+            raise LabkitInputError(
+                f"draft_logits must be [max_num_reqs={max_num_reqs}, k, vocab={vocab}], "
+                f"got {tuple(draft_logits.shape)}"
+            )
+        if not (0 <= draft_step and draft_step + samples_per_req <= draft_logits.shape[1]):
+            raise LabkitInputError(
+                f"draft steps {draft_step}..{draft_step + samples_per_req - 1} do not fit "
+                f"draft_logits with k={draft_logits.shape[1]}"
+            )
+        if draft_logits.dtype != torch.float32:
+            raise LabkitInputError(f"draft_logits must be float32, got {draft_logits.dtype}")
+    if samples_per_req < 1 or num_rows % samples_per_req:
+        raise LabkitInputError(f"{num_rows} rows is not a whole number of {samples_per_req}-sample requests")
+    capturing = logits.is_cuda and torch.cuda.is_current_stream_capturing()
+    if num_rows and not capturing:
+        slots = idx_mapping[:num_rows].to(torch.int64)
+        negative = (slots < 0).nonzero().flatten().tolist()
+        if negative and not masked:
+            raise padded_slot_error("gumbel_sample", negative)
+        too_big = (slots >= max_num_reqs).nonzero().flatten().tolist()
+        if too_big:
+            raise LabkitInputError(
+                f"idx_mapping rows {too_big[:8]} hold slots >= max_num_reqs={max_num_reqs}: "
+                "every slot must index the slot-indexed buffers (temperature, seeds, draft_logits)"
+            )
+
+
+def gumbel_sample(
+    logits: torch.Tensor,
+    idx_mapping: torch.Tensor,
+    temperature: torch.Tensor,
+    seeds: torch.Tensor,
+    positions: torch.Tensor,
+    draft_logits: torch.Tensor | None = None,
+    draft_step: int = 0,
+    *,
+    samples_per_req: int = 1,
+    masked: bool = True,
+    early_exit: bool = False,
+    trace: WriteTrace | None = None,
+    block_v: int | None = None,
+    validate: bool = True,
+    backend: str | None = None,
+) -> torch.Tensor:
+    """Sample one token per row; store each row's scaled logits into `draft_logits[slot, step]`.
+
+    Returns int64 tokens [num_rows]. `draft_logits=None` is greedy drafting's case when no
+    q is kept (nothing slot-indexed is written); `masked` selects the kernel after the fix.
+    `early_exit` (masked only) skips padded rows' loads as well as their stores.
+    """
+    if early_exit and not masked:
+        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
+    if validate:
+        _validate(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
+                  samples_per_req, masked)
+    which = backend or _backend.backend()
+    if which == "torch":
+        return gumbel_sample_torch(logits, idx_mapping, temperature, seeds, positions, draft_logits,
+                                   draft_step, samples_per_req=samples_per_req, masked=masked,
+                                   trace=trace)
+    return _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits,
+                          draft_step, samples_per_req, masked, early_exit, trace, block_v)
+
+
+def _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
+                   samples_per_req, masked, early_exit, trace, block_v):
+    num_rows, vocab = logits.shape
+    block_v = block_v or min(DEFAULT_BLOCK_V, triton.next_power_of_2(vocab))
+    num_blocks = triton.cdiv(vocab, block_v)
+    device = logits.device
+    block_max = torch.empty((num_rows, num_blocks), dtype=torch.float32, device=device)
+    block_idx = torch.empty((num_rows, num_blocks), dtype=torch.int64, device=device)
+    if num_rows == 0:
+        return torch.empty(0, dtype=torch.int64, device=device)
+    store_q = draft_logits is not None
+    q = draft_logits if store_q else block_max  # a placeholder pointer, never written
+    q_strides = (draft_logits.stride(0), draft_logits.stride(1)) if store_q else (0, 0)
+    writer = trace.writer if trace is not None else block_idx
+    writes = trace.writes if trace is not None else block_idx
+    gumbel_sample_kernel[(num_rows, num_blocks)](
+        logits, logits.stride(0),
+        idx_mapping, temperature, seeds, positions,
+        q, q_strides[0], q_strides[1],
+        block_max, block_idx, num_blocks,
+        writer, writes, writer.stride(0),
+        vocab, draft_step, SALT_DRAFT,
+        BLOCK_V=block_v,
+        SAMPLES_PER_REQ=samples_per_req,
+        STORE_Q=store_q,
+        MASK_PADDING=masked,
+        EARLY_EXIT=early_exit,
+        TRACE=trace is not None,
+    )
+    best = block_max.argmax(dim=1, keepdim=True)
+    return block_idx.gather(1, best).squeeze(1)
+
+
+def gumbel_sample_torch(
+    logits, idx_mapping, temperature, seeds, positions, draft_logits=None, draft_step=0, *,
+    samples_per_req=1, masked=True, trace=None,
+) -> torch.Tensor:
+    """Pure-torch reference with the kernel's semantics, store order included.
+
+    Rows store one after another in row order, as the interpreter runs programs, so a later row
+    overwrites an earlier one that holds the same slot. (A vectorised `q[slots] = x` with repeated
+    slots leaves the winner undefined, which would hide exactly the effect this kit teaches.)
+    """
+    num_rows, vocab = logits.shape
+    slots = idx_mapping[:num_rows].to(torch.int64)
+    if not masked and bool((slots < 0).any()):
+        # Python indexing would wrap -1 to the last slot: a silent wrong write, not the crash
+        # the kernel would cause. Refuse, as the launcher does.
+        raise padded_slot_error("gumbel_sample_torch", (slots < 0).nonzero().flatten().tolist())
+    valid = slots >= 0 if masked else torch.ones_like(slots, dtype=torch.bool)
+    safe = slots.clamp(min=0)
+    temp = torch.where(valid, temperature[safe], torch.zeros((), dtype=temperature.dtype, device=logits.device))
+    seed = torch.where(valid, seeds[safe], torch.zeros((), dtype=seeds.dtype, device=logits.device))
+    logits = logits.to(torch.float32)
+    hot = temp != 0
+    scaled = torch.where(hot[:, None], logits / torch.where(hot, temp, 1.0)[:, None], logits)
+    key = row_key_torch(seed, positions[:num_rows], SALT_DRAFT)
+    vocab_index = torch.arange(vocab, device=logits.device)
+    noise = gumbel_torch(key[:, None], vocab_index[None, :])
+    scores = torch.where(hot[:, None], scaled + noise, scaled)
+    steps = draft_step + torch.arange(num_rows, device=logits.device) % samples_per_req
+    for row in range(num_rows):
+        if not bool(valid[row]):
+            continue
+        slot, step = int(slots[row]), int(steps[row])
+        if draft_logits is not None:
+            draft_logits[slot, step] = scaled[row]
+        if trace is not None:
+            trace.writer[slot, step] = row
+            trace.writes[slot, step] += 1
+    return scores.argmax(dim=1)

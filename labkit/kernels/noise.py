@@ -1,0 +1,116 @@
+"""Counter-based random numbers keyed by (seed, position, vocab index, salt).
+
+Why counter-based: a request must draw the same noise for the same position whether it runs in
+row 2 of an eager batch of 3 or in row 5 of a padded graph batch of 8, so the noise may depend on
+the request's seed and the token position only, never on the row or on a stream's state.
+
+Why a salt: the draft sampler, the acceptance test, the residual resampling and the bonus token
+each need independent noise for the same (seed, position); sharing one vector biases the output
+(vLLM #54282 is that bug). Each consumer passes its own salt.
+
+The generator is a 32-bit integer hash (the "lowbias32" xor-shift-multiply finaliser) applied to a
+per-row key mixed with the vocab index. It is written twice, bit for bit the same: in torch
+(int64 arithmetic masked to 32 bits) and as Triton device functions (uint32 arithmetic). One hash
+per element is far cheaper than a Philox call, which is what lets the sampling kernel run near
+memory bandwidth on a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from labkit.backends import HAS_TRITON
+
+MIX_MUL_1 = 0x7FEB352D
+MIX_MUL_2 = 0x846CA68B
+GOLDEN = 0x9E3779B9
+MASK32 = 0xFFFFFFFF
+INV_2_24 = 1.0 / (1 << 24)
+
+# One salt per consumer of randomness (arbitrary distinct odd constants).
+SALT_DRAFT = 0x2545F491
+SALT_ACCEPT = 0x5851F42D
+SALT_RESIDUAL = 0x1B873593
+SALT_BONUS = 0x68E31DA5
+
+
+def mix32_torch(h: torch.Tensor) -> torch.Tensor:
+    """lowbias32 on int64 tensors holding values in [0, 2**32)."""
+    h = h ^ (h >> 16)
+    h = (h * MIX_MUL_1) & MASK32  # the product may wrap int64; its low 32 bits are still right
+    h = h ^ (h >> 15)
+    h = (h * MIX_MUL_2) & MASK32
+    return h ^ (h >> 16)
+
+
+def row_key_torch(seed: torch.Tensor, pos: torch.Tensor, salt: int) -> torch.Tensor:
+    """Per-row key from int64 seed and position (any shape, broadcast)."""
+    seed = seed.to(torch.int64)
+    lo = seed & MASK32
+    hi = (seed >> 32) & MASK32
+    k = mix32_torch(lo ^ salt)
+    k = mix32_torch(k ^ hi)
+    return mix32_torch(k ^ (pos.to(torch.int64) & MASK32))
+
+
+def uniform_torch(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """float32 uniforms in (0, 1) for each (key, index) pair; 24 random bits, never 0 or 1."""
+    h = mix32_torch(key ^ ((index.to(torch.int64) * GOLDEN) & MASK32))
+    return ((h >> 8).to(torch.float32) + 0.5) * INV_2_24
+
+
+def gumbel_torch(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return -torch.log(-torch.log(uniform_torch(key, index)))
+
+
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    # The mixing steps are written out rather than calling a `mix32` helper: every call of a
+    # jitted helper costs the CPU interpreter about a millisecond of setup, which dominated the
+    # whole lab's run time. The compiled kernels inline them either way.
+
+    @triton.jit
+    def row_key(seed, pos, salt):
+        # seed, pos: int64 scalars; truncating casts keep the low 32 bits, as `& MASK32` does.
+        h = seed.to(tl.uint32) ^ salt.to(tl.uint32)
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        h = h ^ (h >> 16)
+        h = h ^ (seed >> 32).to(tl.uint32)
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        h = h ^ (h >> 16)
+        h = h ^ pos.to(tl.uint32)
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        return h ^ (h >> 16)
+
+    @triton.jit
+    def uniform(key, index):
+        """float32 in (0, 1) per element of `index` (a block), bit-identical to uniform_torch."""
+        h = key ^ (index.to(tl.uint32) * 0x9E3779B9)
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        h = h ^ (h >> 16)
+        return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+
+    @triton.jit
+    def uniform_at_zero(key):
+        """uniform(key, 0) for a scalar key: index 0 leaves the key unchanged before mixing."""
+        h = key
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        h = h ^ (h >> 16)
+        return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
