@@ -1,0 +1,291 @@
+"""The padded speculator: persistent buffers, the input copy, and two drafters.
+
+This is a miniature of vLLM model runner v2's speculative-decoding path, small enough for a laptop:
+
+    idx_mapping    int32   [max_num_reqs]           batch row -> request-state slot (-1: no request)
+    temperature    float32 [max_num_reqs]           by slot, copied whole each step
+    seeds          int64   [max_num_reqs]           by slot, copied whole each step
+    input_tokens   int64   [max_num_reqs, window]   by row: the draft model's context
+    positions      int64   [max_num_reqs]           by row: position of the token being drafted
+    draft_tokens   int64   [max_num_reqs, k]        by row: the proposals
+    draft_logits   float32 [max_num_reqs, k, V]     by slot: q, only for probabilistic drafting
+
+Each step :meth:`Speculator.copy_request_inputs` writes the live part; the padded part keeps what
+earlier steps left there unless the fix fills it. Then the drafter runs on ``num_reqs_padded``
+rows (graph mode) or ``num_reqs`` rows (eager), through :class:`~labkit.graphs.GraphRunner`.
+
+The three parts of the fix are independent switches (:class:`FixSwitches`) so that each can be
+turned on alone and its effect seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from labkit.errors import (
+    LabkitInputError,
+    check_mapping_dtype,
+    check_num_reqs,
+    check_same_device,
+    padded_slot_error,
+)
+from labkit.graphs import GraphRunner
+from labkit.kernels.dflash_prep import prepare_dflash_sample_mapping
+from labkit.kernels.gumbel import WriteTrace, gumbel_sample
+
+
+@dataclass(frozen=True)
+class FixSwitches:
+    """The parts of PR #47066, each on or off.
+
+    fill_padding: after copying the live rows, set ``idx_mapping[num_reqs:] = -1`` (host side).
+    mask_kernel:  launch the sampling kernel that masks its loads and its store on ``slot >= 0``.
+    dflash_pad:   the value DFlash's input preparation writes into padded sample rows (0 before,
+                  -1 after).
+    """
+
+    fill_padding: bool = True
+    mask_kernel: bool = True
+    dflash_pad: int = -1
+
+    @classmethod
+    def before(cls) -> "FixSwitches":
+        return cls(fill_padding=False, mask_kernel=False, dflash_pad=0)
+
+    @classmethod
+    def after(cls) -> "FixSwitches":
+        return cls()
+
+
+@dataclass
+class LaunchRecord:
+    """What one propose call looked like from inside, for the notebooks and the audit."""
+
+    num_reqs: int
+    rows: int  # rows the kernels processed (num_reqs_padded in graph mode)
+    live_slots: list[int]
+    mapping: torch.Tensor  # the row -> slot mapping the sampling kernel read, all of it (CPU copy)
+    samples_per_req: int  # 1 for autoregressive drafting; k for DFlash (mapping has a row per sample)
+    writer: torch.Tensor | None  # [max_num_reqs, k]: row whose store landed last (-1: none)
+    writes: torch.Tensor | None  # [max_num_reqs, k]: how many rows stored there
+    row_logits: torch.Tensor | None  # [rows, k, V] raw draft logits each row computed
+    temperature: torch.Tensor  # [max_num_reqs] as copied this step
+    draft_logits: torch.Tensor | None  # [max_num_reqs, k, V] q after the launch (by slot)
+
+    def collisions(self) -> list[tuple[int, int, int, int]]:
+        """(slot, step, padded row that wrote last, live row that owned it) for overwritten q."""
+        if self.writer is None:
+            return []
+        owner = {slot: row for row, slot in enumerate(self.live_slots)}
+        found = []
+        for slot, live_row in owner.items():
+            for step in range(self.writer.shape[1]):
+                w = int(self.writer[slot, step])
+                own_sample_row = live_row * self.samples_per_req + (step if self.samples_per_req > 1 else 0)
+                if w >= 0 and w != own_sample_row:
+                    found.append((slot, step, w, live_row))
+        return found
+
+
+class Speculator:
+    """Autoregressive drafter (EAGLE/MTP style): k draft steps, each a forward and a sampling launch."""
+
+    kind = "autoregressive"
+
+    def __init__(
+        self,
+        draft_model: torch.nn.Module,
+        *,
+        max_num_reqs: int = 16,
+        num_steps: int = 4,
+        capture_sizes=(1, 2, 4, 8, 16),
+        use_graphs: bool = True,
+        fix: FixSwitches = FixSwitches(),
+        probabilistic: bool = True,
+        device: torch.device | str | None = None,
+        mapping_dtype: torch.dtype = torch.int32,
+        record: bool = False,
+    ):
+        if max_num_reqs < 1:
+            raise LabkitInputError(f"max_num_reqs must be >= 1, got {max_num_reqs}")
+        if num_steps < 1:
+            raise LabkitInputError(f"num_steps (k) must be >= 1, got {num_steps}")
+        device = torch.device(device) if device is not None else next(draft_model.parameters()).device
+        self.model = draft_model
+        self.device = device
+        self.max_num_reqs = max_num_reqs
+        self.num_steps = num_steps
+        self.fix = fix
+        self.probabilistic = probabilistic
+        self.record = record
+        self.vocab_size = draft_model.vocab_size
+        self.window = draft_model.context_len
+        M, k, V = max_num_reqs, num_steps, self.vocab_size
+
+        # NOTE: idx_mapping is signed on purpose: -1 marks a padded row.
+        self.idx_mapping = torch.zeros(M, dtype=mapping_dtype, device=device)
+        check_mapping_dtype(self.idx_mapping)
+        self.temperature = torch.zeros(M, dtype=torch.float32, device=device)
+        self.seeds = torch.zeros(M, dtype=torch.int64, device=device)
+        self.input_tokens = torch.zeros(M, self.window, dtype=torch.int64, device=device)
+        self.positions = torch.zeros(M, dtype=torch.int64, device=device)
+        self.draft_tokens = torch.zeros(M, k, dtype=torch.int64, device=device)
+        self.draft_logits = torch.zeros(M, k, V, dtype=torch.float32, device=device) if probabilistic else None
+        self.trace = WriteTrace.empty(M, k, device) if record else None
+        self.row_logits = torch.zeros(M * self.samples_per_req, k if self.samples_per_req == 1 else 1, V,
+                                      dtype=torch.float32, device=device) if record else None
+        self.runner = GraphRunner(capture_sizes, mode="full" if use_graphs else "eager", device=device)
+        self.last_record: LaunchRecord | None = None
+
+    samples_per_req = 1
+
+    # -- the step's inputs --------------------------------------------------------------------
+
+    def copy_request_inputs(self, slots: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor,
+                            contexts: torch.Tensor, positions: torch.Tensor) -> int:
+        """Write this step's live rows into the persistent buffers; returns num_reqs."""
+        num_reqs = int(slots.numel())
+        check_num_reqs(num_reqs, self.max_num_reqs)
+        check_same_device(slots=slots, temperature=temperature, seeds=seeds, contexts=contexts,
+                          positions=positions, buffers=self.idx_mapping)
+        if contexts.shape != (num_reqs, self.window) or positions.shape != (num_reqs,):
+            raise LabkitInputError(
+                f"contexts must be [num_reqs={num_reqs}, window={self.window}] and positions "
+                f"[{num_reqs}], got {tuple(contexts.shape)} and {tuple(positions.shape)}"
+            )
+        if num_reqs and (int(slots.min()) < 0 or int(slots.max()) >= self.max_num_reqs):
+            raise LabkitInputError(f"live slots must lie in [0, {self.max_num_reqs}), got {slots.tolist()}")
+        self.temperature.copy_(temperature)
+        self.seeds.copy_(seeds)
+        self.idx_mapping[:num_reqs].copy_(slots)
+        if self.fix.fill_padding:
+            # Part 1 of the fix: padded rows say "no request" instead of keeping stale slots.
+            self.idx_mapping[num_reqs:].fill_(-1)
+        self.input_tokens[:num_reqs].copy_(contexts)
+        self.positions[:num_reqs].copy_(positions)
+        return num_reqs
+
+    # -- proposing ----------------------------------------------------------------------------
+
+    def propose(self, slots, temperature, seeds, contexts, positions) -> torch.Tensor:
+        """Draft k tokens for each live row; returns [num_reqs, k] (a copy)."""
+        slots = torch.as_tensor(slots, dtype=self.idx_mapping.dtype, device=self.device)
+        num_reqs = self.copy_request_inputs(slots, temperature, seeds, contexts, positions)
+        self._prepare_sample_rows(num_reqs)
+        rows = self.runner.rows_for(num_reqs)
+        self._refuse_unmasked_negative_slots(num_reqs, rows)
+        if self.trace is not None:
+            self.trace.reset()
+        self.runner.run(num_reqs, self._propose_rows)
+        if self.record:
+            self.last_record = self._make_record(num_reqs, rows, slots)
+        return self.draft_tokens[:num_reqs].clone()
+
+    def _prepare_sample_rows(self, num_reqs: int) -> None:
+        """Autoregressive drafting samples one row per request: nothing to prepare."""
+
+    def _padding_is_negative(self) -> bool:
+        return self.fix.fill_padding
+
+    def _refuse_unmasked_negative_slots(self, num_reqs: int, rows: int) -> None:
+        # Checked on the host, before the launch or the replay, without reading the GPU: the
+        # configuration alone says whether padded rows hold -1 and the kernel lacks the mask.
+        if rows > num_reqs and self._padding_is_negative() and not self.fix.mask_kernel and self.probabilistic:
+            first = num_reqs * self.samples_per_req
+            raise padded_slot_error(f"{type(self).__name__} (graph of {rows} rows)",
+                                    list(range(first, rows * self.samples_per_req)))
+
+    def _sample(self, logits, mapping, positions, draft_step, samples_per_req=1) -> torch.Tensor:
+        if not self.probabilistic:
+            # Greedy drafting: an argmax, no q kept, nothing stored by slot -- immune to the bug.
+            return logits.argmax(dim=-1)
+        return gumbel_sample(logits, mapping, self.temperature, self.seeds, positions, self.draft_logits,
+                             draft_step, samples_per_req=samples_per_req, masked=self.fix.mask_kernel,
+                             trace=self.trace)
+
+    def _propose_rows(self, rows: int) -> None:
+        """The captured work: k x (draft forward + sampling) on `rows` rows of the buffers."""
+        for step in range(self.num_steps):
+            logits = self.model(self.input_tokens[:rows])[:, 0, :]
+            if self.row_logits is not None:
+                self.row_logits[:rows, step].copy_(logits)
+            tokens = self._sample(logits, self.idx_mapping, self.positions, step)
+            self.draft_tokens[:rows, step].copy_(tokens)
+            if step + 1 < self.num_steps:
+                # The next step's context is this one's, shifted by the token just drafted.
+                self.input_tokens[:rows].copy_(torch.cat([self.input_tokens[:rows, 1:], tokens[:, None]], dim=1))
+                self.positions[:rows].add_(1)
+
+    def _sampling_mapping(self) -> torch.Tensor:
+        return self.idx_mapping
+
+    def _make_record(self, num_reqs: int, rows: int, slots: torch.Tensor) -> LaunchRecord:
+        k, V = self.num_steps, self.vocab_size
+        row_logits = self.row_logits[: rows * self.samples_per_req].reshape(rows, k, V).cpu().clone()
+        return LaunchRecord(
+            num_reqs=num_reqs,
+            rows=rows,
+            live_slots=[int(s) for s in slots.tolist()],
+            mapping=self._sampling_mapping().cpu().clone(),
+            samples_per_req=self.samples_per_req,
+            writer=self.trace.writer.cpu().clone() if self.trace is not None else None,
+            writes=self.trace.writes.cpu().clone() if self.trace is not None else None,
+            row_logits=row_logits,
+            temperature=self.temperature.cpu().clone(),
+            draft_logits=self.draft_logits.cpu().clone() if self.draft_logits is not None else None,
+        )
+
+
+class DFlashSpeculator(Speculator):
+    """DFlash-style drafter: one forward proposes all k tokens; one sample row per (request, step).
+
+    The draft model's heads 0..k-1 predict tokens t+1..t+k from the same context. Sampling runs
+    over ``rows * k`` sample rows with the per-sample mapping built by
+    :func:`~labkit.kernels.dflash_prep.prepare_dflash_sample_mapping`, outside the graph, for the
+    real ``num_reqs``. The eager path processes only the live rows (the PR's small optimisation).
+    """
+
+    kind = "dflash"
+
+    def __init__(self, draft_model, *, num_steps: int = 4, **kwargs):
+        if num_steps > draft_model.num_future:
+            raise LabkitInputError(
+                f"a DFlash-style drafter proposes k={num_steps} tokens in one pass, but the draft "
+                f"model has only {draft_model.num_future} future-token heads"
+            )
+        self.samples_per_req = num_steps
+        super().__init__(draft_model, num_steps=num_steps, **kwargs)
+        M, k = self.max_num_reqs, num_steps
+        # The later hardening: start the buffer as "no request" rather than slot 0.
+        self.sample_idx_mapping = torch.full((M * k,), self.fix.dflash_pad, dtype=self.idx_mapping.dtype,
+                                             device=self.device)
+        self.sample_pos = torch.zeros(M * k, dtype=torch.int64, device=self.device)
+
+    def _prepare_sample_rows(self, num_reqs: int) -> None:
+        prepare_dflash_sample_mapping(self.idx_mapping, self.positions, num_reqs, self.num_steps,
+                                      self.sample_idx_mapping, self.sample_pos, pad_value=self.fix.dflash_pad)
+
+    def _padding_is_negative(self) -> bool:
+        return self.fix.dflash_pad < 0
+
+    def _propose_rows(self, rows: int) -> None:
+        k = self.num_steps
+        logits = self.model(self.input_tokens[:rows])[:, :k, :].reshape(rows * k, self.vocab_size)
+        if self.row_logits is not None:
+            self.row_logits[: rows * k, 0].copy_(logits)
+        tokens = self._sample(logits, self.sample_idx_mapping, self.sample_pos, 0, samples_per_req=k)
+        self.draft_tokens[:rows].copy_(tokens.view(rows, k))
+
+    def _sampling_mapping(self) -> torch.Tensor:
+        return self.sample_idx_mapping
+
+
+def make_speculator(kind: str, draft_model, **kwargs) -> Speculator:
+    """'autoregressive' (or 'ar') or 'dflash'."""
+    if kind in ("ar", "autoregressive"):
+        return Speculator(draft_model, **kwargs)
+    if kind == "dflash":
+        return DFlashSpeculator(draft_model, **kwargs)
+    raise LabkitInputError(f"unknown drafter kind {kind!r}: use 'autoregressive' or 'dflash'")
