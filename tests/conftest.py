@@ -1,0 +1,27 @@
+"""Shared fixtures, markers, and the hook that skips GPU-tagged notebook cells without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+    config.addinivalue_line("markers", "slow: runs the engine over many requests (seconds to a minute)")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def models():
+    from labkit.models import load_toy_models
+
+    return load_toy_models()

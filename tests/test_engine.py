@@ -1,0 +1,84 @@
+"""The engine: slot reuse, batch-independence of tokens, and the bug showing up only where it should."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from labkit.corpus import sample_prompts
+from labkit.engine import Engine, EngineConfig, Request, RequestStateTable, make_requests
+from labkit.errors import LabkitInputError
+from labkit.models import TinyLM, ToyModels
+from labkit.speculator import FixSwitches
+
+SMALL = dict(num_spec_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8))
+
+
+def _run(models, n=12, seed=3, **config):
+    reqs = make_requests(models.tokenizer, sample_prompts(n, seed), seed, min_new_tokens=12,
+                         max_new_tokens=40, arrivals_per_step=0.7)
+    return Engine(models, EngineConfig(**{**SMALL, **config})).generate(reqs)
+
+
+def test_slots_are_reused_lowest_first():
+    table = RequestStateTable(3, "cpu")
+    reqs = [Request(rid=i, prompt=[1], max_new_tokens=1, temperature=0.5 + i, seed=i) for i in range(4)]
+    assert [table.add(r) for r in reqs[:3]] == [0, 1, 2]
+    table.remove(reqs[1])
+    assert table.num_free == 1 and table.add(reqs[3]) == 1
+    assert float(table.temperature[1]) == reqs[3].temperature
+
+
+def test_a_requests_tokens_do_not_depend_on_its_batch(models):
+    alone = make_requests(models.tokenizer, sample_prompts(5, 1), 1)[2:3]
+    alone[0].arrival_step = 0
+    solo = Engine(models, EngineConfig(**SMALL, use_graphs=False)).generate(alone).outputs[2]
+    crowd = Engine(models, EngineConfig(**SMALL, use_graphs=False)).generate(
+        make_requests(models.tokenizer, sample_prompts(5, 1), 1)).outputs[2]
+    assert solo == crowd and len(solo) > 0
+
+
+def test_graph_fixed_matches_eager_and_graph_buggy_does_not(models):
+    eager = _run(models, use_graphs=False)
+    fixed = _run(models, fix=FixSwitches.after())
+    buggy = _run(models, fix=FixSwitches.before(), record=True)
+    assert fixed.outputs == eager.outputs
+    differing = [rid for rid in eager.outputs if eager.outputs[rid] != buggy.outputs[rid]]
+    assert differing, "the buggy graph run should corrupt at least one response"
+    collided = [rec for rec in buggy.records if rec.launch.collisions()]
+    assert collided, "corruption without a recorded collision would mean another cause"
+    assert buggy.mean_target_nll > eager.mean_target_nll
+
+
+def test_records_show_stale_padding_before_and_minus_one_after(models):
+    for fix, check in [(FixSwitches.before(), lambda pad: all(s >= 0 for s in pad)),
+                       (FixSwitches.after(), lambda pad: all(s == -1 for s in pad))]:
+        run = _run(models, n=6, fix=fix, record=True)
+        padded = [rec.launch for rec in run.records if rec.launch.rows > rec.launch.num_reqs]
+        assert padded
+        for launch in padded:
+            assert launch.mapping[: launch.num_reqs].tolist() == launch.live_slots
+            assert check(launch.mapping[launch.num_reqs: launch.rows].tolist())
+
+
+def test_greedy_drafting_is_immune(models):
+    eager = _run(models, use_graphs=False, probabilistic_draft=False)
+    buggy = _run(models, fix=FixSwitches.before(), probabilistic_draft=False)
+    assert eager.outputs == buggy.outputs
+
+
+def test_vocab_mismatch_is_refused(models):
+    cfg = dataclasses.replace(models.draft.config, vocab_size=models.draft.vocab_size + 1)
+    other = ToyModels(models.tokenizer, models.target, TinyLM(cfg))
+    with pytest.raises(LabkitInputError, match="one vocabulary"):
+        Engine(other, EngineConfig(**SMALL))
+
+
+def test_requests_cannot_be_run_twice(models):
+    reqs = make_requests(models.tokenizer, sample_prompts(2, 0), 0, min_new_tokens=2, max_new_tokens=4)
+    engine = Engine(models, EngineConfig(**SMALL, use_graphs=False))
+    engine.generate(reqs)
+    with pytest.raises(LabkitInputError, match="already run"):
+        engine.generate(reqs)
