@@ -1,0 +1,44 @@
+# Two entry points (see README):  make lab   and   make test
+# Both create .venv with the pinned versions of requirements/ci.txt on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# The second Triton whose interpreter runs the kernel tests (the newest, with the strictest masks).
+TRITON_NEXT := 3.9.0
+
+.PHONY: lab test test-unit test-notebooks test-triton-next figures bench clean
+
+$(STAMP): pyproject.toml requirements/ci.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c requirements/ci.txt -e ".[lab,test]"
+	touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/00_setup_and_tour.ipynb
+
+test: test-unit test-notebooks test-triton-next
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+test-notebooks: $(STAMP)
+	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env \
+		--nbval-sanitize-with notebooks/sanitize.cfg notebooks
+
+# Kernel tests again under the newest Triton's interpreter, installed beside the pinned one.
+test-triton-next: $(STAMP)
+	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/triton-next triton==$(TRITON_NEXT)
+	PYTHONPATH=$(VENV)/triton-next $(BIN)/python -c "import triton; assert triton.__version__ == '$(TRITON_NEXT)', triton.__version__"
+	PYTHONPATH=$(VENV)/triton-next $(BIN)/python -m pytest -q tests/test_kernels.py
+
+figures: $(STAMP)
+	$(BIN)/python -m labkit figures
+
+bench: $(STAMP)
+	$(BIN)/python -m labkit repro
+
+clean:
+	rm -rf $(VENV) .pytest_cache
