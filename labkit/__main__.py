@@ -1,4 +1,4 @@
-"""Command line: `python -m labkit repro`, `python -m labkit info`."""
+"""Command line: `python -m labkit repro | info | figures | student-edition`."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     sub.add_parser("info", help="backend, versions and device")
+
+    figs = sub.add_parser("figures", help="write the figures that explain the bug (and the timing plots) to a folder")
+    figs.add_argument("--out", default="figures", help="output folder (default: figures)")
+
+    student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
+    student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
+    student.add_argument("--out", default="student", help="output folder (default: student)")
     return parser
 
 
@@ -46,6 +53,19 @@ def main(argv=None) -> int:
 
         for key, value in describe().items():
             print(f"{key:>15}: {value}")
+        return 0
+
+    if args.command == "figures":
+        from labkit.figures import write_all
+
+        for path in write_all(args.out):
+            print(path)
+        return 0
+    if args.command == "student-edition":
+        from labkit.editions import build_student_edition
+
+        for path in build_student_edition(args.src, args.out):
+            print(path)
         return 0
 
     from labkit.bench import BenchConfig, report, resolve_modes, run_bench
