@@ -25,6 +25,8 @@ import torch
 
 BACKENDS = ("triton", "interpreter", "torch")
 
+# Only look for Triton here: importing it would decorate triton.language's own @jit helpers
+# (tl.max, tl.argmax, ...) before TRITON_INTERPRET is set, and they would stay compiled-only.
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 HAS_CUDA = torch.cuda.is_available()
 
@@ -56,6 +58,17 @@ if _IMPORT_BACKEND == "interpreter":
     os.environ["TRITON_INTERPRET"] = "1"
 elif _IMPORT_BACKEND == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
     raise RuntimeError("TRITON_INTERPRET=1 is set but LABKIT_BACKEND=triton asks for compiled kernels")
+
+if HAS_TRITON:
+    # Now that the mode is fixed, make sure Triton really imports (a broken or foreign install
+    # counts as "no Triton": the torch references take over).
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        HAS_TRITON = False
+        if _IMPORT_BACKEND in ("triton", "interpreter") and os.environ.get("LABKIT_BACKEND"):
+            raise
+        _IMPORT_BACKEND = "torch"
 
 # The kernels exist in Triton form only if Triton is installed; whether they are compiled or
 # interpreted is fixed from here on.

@@ -1,0 +1,89 @@
+"""Backend choice: visible, selectable, and a plain torch fallback where Triton is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import labkit
+from labkit import backends
+
+
+def _python(code: str, env_extra: dict, tmp_path=None, block_triton=False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
+    env.update(env_extra)
+    if block_triton:
+        stub = tmp_path / "stub"
+        stub.mkdir(exist_ok=True)
+        (stub / "triton.py").write_text("raise ImportError('triton is not available on this platform')\n")
+        env["PYTHONPATH"] = os.pathsep.join([str(stub), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
+
+
+def test_backend_is_visible():
+    assert labkit.backend() in backends.BACKENDS
+    info = labkit.describe()
+    assert info["backend"] == labkit.backend() and info["torch"]
+
+
+def test_without_triton_the_torch_backend_runs_and_says_so_once(tmp_path):
+    code = """
+        import labkit, torch
+        from labkit.kernels import gumbel_sample
+        labkit.set_backend('torch')
+        logits = torch.randn(3, 10)
+        q = torch.zeros(4, 1, 10)
+        t = gumbel_sample(logits, torch.tensor([0, 1, -1], dtype=torch.int32), torch.ones(4),
+                          torch.arange(4), torch.zeros(3, dtype=torch.int64), q, 0)
+        print(labkit.backend(), t.shape[0], int((q[2] != 0).sum()))
+    """
+    out = _python(code, {}, tmp_path, block_triton=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["torch", "3", "0"]
+    assert out.stderr.count("Triton is not installed") == 1
+
+
+def test_backend_can_be_forced_by_environment_and_bad_names_are_refused(tmp_path):
+    out = _python("import labkit; print(labkit.backend())", {"LABKIT_BACKEND": "torch"})
+    assert out.stdout.strip() == "torch"
+    out = _python("import labkit", {"LABKIT_BACKEND": "cuda-please"})
+    assert out.returncode != 0 and "not a backend" in out.stderr
+    if not backends.HAS_CUDA:
+        out = _python("import labkit", {"LABKIT_BACKEND": "triton"})
+        assert out.returncode != 0 and "needs both Triton and a CUDA device" in out.stderr
+
+
+def test_set_backend_switches_to_torch_and_back():
+    before = labkit.backend()
+    try:
+        assert labkit.set_backend("torch") == before
+        assert labkit.backend() == "torch"
+        with pytest.raises(ValueError, match="unknown backend"):
+            labkit.set_backend("opencl")
+        if backends.KERNELS_INTERPRETED:
+            with pytest.raises(RuntimeError, match="compiled"):
+                labkit.set_backend("triton")
+    finally:
+        labkit.set_backend(before)
+
+
+@pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="compares the interpreter with torch")
+def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
+    from labkit.corpus import sample_prompts
+    from labkit.engine import Engine, EngineConfig, make_requests
+    from labkit.speculator import FixSwitches
+
+    def run(name):
+        previous = labkit.set_backend(name)
+        try:
+            reqs = make_requests(models.tokenizer, sample_prompts(6, 4), 4, min_new_tokens=10, max_new_tokens=30)
+            cfg = EngineConfig(num_spec_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8), fix=FixSwitches.before())
+            return Engine(models, cfg).generate(reqs).outputs
+        finally:
+            labkit.set_backend(previous)
+
+    assert run("interpreter") == run("torch")
