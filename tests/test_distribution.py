@@ -1,0 +1,114 @@
+"""The distribution proof: the fixed path emits p, the buggy path provably does not.
+
+Every sample is keyed by a fixed seed, so these statistical tests are deterministic: they pass or
+fail the same way on every run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labkit.distribution import (
+    DEFAULT_N,
+    backends_agree,
+    chi2_sf,
+    chi_square,
+    emitted_distribution,
+    expected_tv,
+    kernel_backend,
+    make_setup,
+    run_proof,
+    sample_first_tokens,
+    speedup_check,
+    tokens_per_step_theory,
+    tv,
+)
+
+
+@pytest.fixture(scope="module")
+def proof(models):
+    return run_proof(models, n=DEFAULT_N, ns=(1024, 4096, DEFAULT_N))
+
+
+def test_buggy_path_is_rejected_and_plateaus_at_the_exact_buggy_distribution(proof):
+    assert proof.buggy.corrupted_slots == proof.buggy.n  # every live q was overwritten by a padded row
+    assert proof.chi_buggy.pvalue < 1e-6
+    tvs = [t for _, t in proof.tv_buggy]
+    # It converges -- to the wrong distribution, computed exactly from p, q and the stale q.
+    assert abs(tvs[-1] - proof.setup.tv_buggy) < 4 * expected_tv(proof.setup.p_buggy, proof.buggy.n)
+    assert min(tvs) > 0.25
+
+
+def test_fixed_path_converges_to_p_like_one_over_sqrt_n(proof):
+    assert proof.fixed.corrupted_slots == 0
+    assert not proof.chi_fixed.rejects(1e-4)
+    (n1, tv1), _, (n16, tv16) = proof.tv_fixed
+    assert n16 == 16 * n1
+    # Exact sampling: TV ~ 1/sqrt(N), so 16x the samples give about a quarter of the distance.
+    assert 2.0 < tv1 / tv16 < 8.0
+    for n, t in proof.tv_fixed:
+        assert t < 2.5 * expected_tv(proof.setup.p, n)
+
+
+def test_acceptance_of_the_speculator_path_matches_theory(proof):
+    se = math.sqrt(0.25 / proof.fixed.n)
+    assert abs(proof.fixed.acceptance - proof.setup.acceptance_fixed) < 4 * se
+    assert abs(proof.buggy.acceptance - proof.setup.acceptance_buggy) < 4 * se + 1e-3
+
+
+def test_a_request_draws_the_same_tokens_whatever_n_and_in_the_triton_kernels(models, proof):
+    small = sample_first_tokens(proof.setup, 16, buggy=True, models=models)
+    assert torch.equal(small.tokens, proof.buggy.tokens[:16])
+    if kernel_backend() != "interpreter":
+        pytest.skip("needs Triton's interpreter (on a GPU the buggy path's colliding stores are a race)")
+    assert backends_agree(proof.setup, 12, models=models) == {"fixed": True, "buggy": True}
+
+
+@pytest.mark.parametrize("buggy", [False, True])
+def test_tokens_per_step_follow_one_minus_a_to_the_k_plus_one(proof, buggy):
+    for row in speedup_check(proof.setup, ks=(1, 3), n=2048, buggy=buggy):
+        a = row.acceptance_theory
+        assert abs(row.acceptance_measured - a) < 0.04
+        # tokens per step has a standard deviation of at most k / 2 + 1 per request
+        assert abs(row.tokens_per_step - tokens_per_step_theory(a, row.k)) < 4 * (row.k / 2 + 1) / math.sqrt(row.n)
+    assert tokens_per_step_theory(0.5, 3) == pytest.approx(1.875)
+    assert tokens_per_step_theory(1.0, 3) == 4.0
+
+
+def test_chi_square_survival_function_matches_tables():
+    # Textbook critical values: P(X >= x) = 0.05 and 0.001.
+    assert chi2_sf(3.841459, 1) == pytest.approx(0.05, rel=1e-5)
+    assert chi2_sf(18.307038, 10) == pytest.approx(0.05, rel=1e-5)
+    assert chi2_sf(29.588298, 10) == pytest.approx(0.001, rel=1e-4)
+    assert chi2_sf(0.0, 4) == 1.0
+
+
+def test_chi_square_pools_rare_categories():
+    p = torch.tensor([0.5, 0.3, 0.199, 0.001])
+    tokens = torch.tensor([0] * 50 + [1] * 30 + [2] * 20)
+    result = chi_square(tokens, p)
+    assert result.bins == 3 and result.df == 2  # the 0.001 category (expected 0.1) was pooled
+    assert result.pvalue > 0.9
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.floats(0.01, 5.0), min_size=2, max_size=8).flatmap(
+    lambda w: st.tuples(st.just(w), st.lists(st.floats(0.01, 5.0), min_size=len(w), max_size=len(w)),
+                        st.lists(st.floats(0.01, 5.0), min_size=len(w), max_size=len(w)))))
+def test_emitted_distribution_is_p_exactly_when_q_is_right(weights):
+    p, q, q_wrong = (torch.tensor(w, dtype=torch.float64) for w in weights)
+    p, q, q_wrong = p / p.sum(), q / q.sum(), q_wrong / q_wrong.sum()
+    assert torch.allclose(emitted_distribution(p, q, q), p, atol=1e-12)
+    wrong = emitted_distribution(p, q, q_wrong)
+    assert float(wrong.sum()) == pytest.approx(1.0) and float(wrong.min()) >= 0
+    assert tv(p, q) >= 0 and tv(p, p) == 0
+
+
+def test_setup_checks_temperature(models):
+    with pytest.raises(Exception, match="temperature > 0"):
+        make_setup(models, temperature=0.0)
