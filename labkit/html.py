@@ -1,0 +1,156 @@
+"""Renderings of bench results for the notebooks: side-by-side HTML diffs and stable text tables.
+
+Everything here is a pure function of its inputs (no timings, no object ids), so a notebook cell
+that prints it can be compared by nbval from one run to the next.
+
+The toy models are character-level, so one token is one character: "the first differing token"
+is the first differing character, and everything from there on is what the bug changed (once a
+response diverges, every later token is conditioned on a different history).
+"""
+
+from __future__ import annotations
+
+import html as _html
+import inspect
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Html",
+    "DiffRow",
+    "first_difference",
+    "highlight_from",
+    "side_by_side",
+    "bench_side_by_side",
+    "outcome_table",
+    "source_excerpt",
+]
+
+MARK_STYLE = "background:#ffd6d6;color:#8b0000;text-decoration:underline dotted"
+NEWLINE_GLYPH = "\u23ce"  # a visible stand-in for the '\n' between stories
+
+
+class Html(str):
+    """A string that Jupyter displays as HTML (and prints as its source anywhere else)."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:  # the plain-text fallback of a notebook output: short, not the markup
+        return f"<HTML fragment, {len(self)} characters: display it in a notebook>"
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """Index of the first position where `a` and `b` differ (one ending early counts); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    if len(a) == len(b):
+        return None
+    return min(len(a), len(b))
+
+
+def _visible(text: str) -> str:
+    return _html.escape(text).replace("\n", NEWLINE_GLYPH)
+
+
+def highlight_from(text: str, start: int | None) -> str:
+    """`text` as HTML, with `text[start:]` inside one <mark> (nothing marked if start is None)."""
+    if start is None or start >= len(text):
+        return _visible(text)
+    return f'{_visible(text[:start])}<mark style="{MARK_STYLE}">{_visible(text[start:])}</mark>'
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    label: str  # e.g. "#12"
+    prompt: str
+    reference: str
+    other: str
+
+
+def side_by_side(rows: list[DiffRow], left_title: str, right_title: str, caption: str = "") -> Html:
+    """A table: prompt | left text | right text, both texts marked from their first difference on."""
+    cell = "padding:4px 8px;vertical-align:top;border-top:1px solid #ddd;"
+    text_cell = cell + "font-family:monospace;white-space:pre-wrap;max-width:28em"
+    head = (f'<tr><th style="{cell}">#</th><th style="{cell}">prompt</th>'
+            f'<th style="{cell}">{_html.escape(left_title)}</th>'
+            f'<th style="{cell}">{_html.escape(right_title)}</th></tr>')
+    body = []
+    for row in rows:
+        start = first_difference(row.reference, row.other)
+        body.append(
+            f'<tr><td style="{cell}">{_html.escape(row.label)}</td>'
+            f'<td style="{text_cell}">{_visible(row.prompt)}</td>'
+            f'<td style="{text_cell}">{highlight_from(row.reference, start)}</td>'
+            f'<td style="{text_cell}">{highlight_from(row.other, start)}</td></tr>'
+        )
+    cap = f"<caption style='caption-side:bottom;text-align:left'>{_html.escape(caption)}</caption>" if caption else ""
+    return Html(f'<table style="border-collapse:collapse">{cap}{head}{"".join(body)}</table>')
+
+
+def bench_side_by_side(result, mode: str, limit: int = 4) -> Html:
+    """The first `limit` responses of `mode` that differ from its eager reference, side by side."""
+    res = result.modes[mode]
+    if res.error or mode not in result.texts:
+        return Html(f"<p>{_html.escape(mode)}: no responses (the mode was refused)</p>")
+    ref_name = res.reference
+    rows = [DiffRow(f"#{rid}", result.prompts[rid], result.texts[ref_name][rid], result.texts[mode][rid])
+            for rid in res.corrupted_rids[:limit]]
+    if not rows:
+        return Html(f"<p>{_html.escape(mode)}: every response is identical to {_html.escape(ref_name)}</p>")
+    caption = (f"{len(res.corrupted_rids)} of {res.responses} responses differ; marked: from the first "
+               f"differing character on ({NEWLINE_GLYPH} is a line break)")
+    return side_by_side(rows, f"{ref_name} (reference)", mode, caption)
+
+
+# -- stable text tables ---------------------------------------------------------------------------
+
+def outcome_table(result, modes=None) -> str:
+    """The bench's verdict per mode, without wall times or tokens per second (so it is reproducible).
+
+    Columns: responses that match the eager reference token for token, responses that do not, the
+    acceptance rate of draft tokens, the mean negative log-likelihood of the emitted tokens under the
+    target model (lower: closer to what the target would write), and the share of generated words
+    that are corpus words.
+    """
+    head = ["mode", "compared with", "right", "corrupted", "accept", "target NLL", "corpus words"]
+    rows = []
+    for name in modes or list(result.modes):
+        r = result.modes[name]
+        if r.error:
+            rows.append([name, r.reference, "-", "-", "-", "-", "refused: unmasked kernel met slot -1"])
+            continue
+        rows.append([name, r.reference, f"{r.identical_to_eager} of {r.responses}", str(r.corrupted),
+                     f"{r.acceptance_rate:.2f}", f"{r.mean_target_nll:.2f}", f"{r.corpus_word_share:.0%}"])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+# -- source excerpts ------------------------------------------------------------------------------
+
+def source_excerpt(obj, start: str, stop: str | None = None, *, mark: str | None = None,
+                   context_after: int = 0) -> str:
+    """Lines of `obj`'s source from the first line containing `start` to the first containing `stop`.
+
+    Lines are numbered as in the file. Lines matching the regex `mark` get a '>' in the margin.
+    Raises ValueError naming the marker if it is not found (the source changed).
+    """
+    lines, first = inspect.getsourcelines(obj)
+    begin = next((i for i, line in enumerate(lines) if start in line), None)
+    if begin is None:
+        raise ValueError(f"{start!r} not found in the source of {getattr(obj, '__name__', obj)}")
+    end = begin
+    if stop is not None:
+        end = next((i for i in range(begin, len(lines)) if stop in lines[i]), None)
+        if end is None:
+            raise ValueError(f"{stop!r} not found after {start!r}")
+    end = min(end + context_after, len(lines) - 1)
+    pattern = re.compile(mark) if mark else None
+    out = []
+    for i in range(begin, end + 1):
+        flag = ">" if pattern and pattern.search(lines[i]) else " "
+        out.append(f"{flag}{first + i:4d}  {lines[i].rstrip()}")
+    return "\n".join(out)

@@ -1,0 +1,87 @@
+"""The explorer's callbacks, driven the way a browser would: by setting widget values."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+from labkit import plots  # noqa: E402
+from labkit.widgets import LONG_SCHEDULE, Explorer, engine_run, explorer_state, timeline_source  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def source():
+    return timeline_source(LONG_SCHEDULE)
+
+
+def test_state_follows_the_step(source):
+    a = explorer_state(2, False, False, source=source)
+    b = explorer_state(7, False, False, source=source)
+    assert (a.step, b.step) == (2, 7) and a.num_steps == b.num_steps == len(LONG_SCHEDULE)
+    assert a.launch.live_slots == list(LONG_SCHEDULE[2]) and b.launch.live_slots == list(LONG_SCHEDULE[7])
+    assert a.grid is b.grid or (a.grid.values == b.grid.values).all()  # same run, same grid
+    assert explorer_state(99, False, False, source=source).step == len(LONG_SCHEDULE) - 1
+
+
+def test_state_before_and_after_the_fix(source):
+    before = explorer_state(3, False, False, source=source)  # the MECHANICS shrink: slot 3 finished
+    assert before.collisions and before.sentences
+    assert "padded row 7 wrote slot 7's q" in before.caption
+    assert before.q.writer == 7 and before.q.total_variation > 0
+    after = explorer_state(3, True, True, source=source)
+    assert not after.collisions and "no live request's q was overwritten" in after.caption
+    assert after.grid.values[3, 7] == -1 and after.grid.kinds[3, 7] == plots.PAD_EMPTY
+    assert not (after.grid.kinds == plots.PAD_COLLIDES).any()
+    mask_only = explorer_state(3, False, True, source=source)
+    assert mask_only.collisions == before.collisions  # stale slots are >= 0: the mask lets them through
+
+
+def test_fill_without_mask_is_a_refusal_not_a_crash(source):
+    view = explorer_state(3, True, False, source=source)
+    assert view.error and "mask" in view.error and view.num_steps == 0
+    assert isinstance(plots.explorer_figure(view), plots.Figure)
+
+
+def test_dflash_pad_toggle(source):
+    zero = explorer_state(3, True, True, 0, "dflash", source=source)
+    minus = explorer_state(3, True, True, -1, "dflash", source=source)
+    assert any(slot == 0 for slot, *_ in zero.collisions)
+    assert minus.collisions == []
+
+
+def test_slider_and_toggles_redraw_with_different_data(source):
+    ex = Explorer(source, step=2)
+    assert ex.state.step == 2 and ex.redraws == 1
+    png, caption, launch = ex.image.value, ex.caption.value, ex.state.launch
+    ex.step.value = 7
+    assert ex.redraws == 2 and ex.state.step == 7
+    assert ex.state.launch is not launch and ex.image.value != png and ex.caption.value != caption
+    assert ex.step.max == len(LONG_SCHEDULE) - 1
+
+    ex.step.value = 3
+    assert ex.state.collisions
+    ex.fill.value = True
+    assert ex.state.error  # fill without the mask: refused
+    ex.mask.value = True
+    assert ex.state.error is None and ex.state.collisions == []
+
+    assert ex.dflash_pad.disabled
+    ex.drafter.value = "dflash"
+    assert not ex.dflash_pad.disabled and ex.state.launch.samples_per_req == 2
+    ex.dflash_pad.value = 0
+    assert any(slot == 0 for slot, *_ in ex.state.collisions)
+    assert ex.widget.children  # the assembled box
+
+
+def test_default_step_is_the_first_overwrite(source):
+    ex = Explorer(source)
+    assert ex.state.collisions
+    assert all(not launch.collisions() for launch in source("autoregressive", False, False, 0).launches[:ex.state.step])
+
+
+def test_engine_runs_are_cached_per_setting():
+    a = engine_run("autoregressive", False, False, -1, prompts=3)
+    assert engine_run("autoregressive", False, False, -1, prompts=3) is a
+    assert a.launches and len(a.launches) == len(a.steps)
+    assert engine_run("autoregressive", True, False, -1, prompts=3).error  # refused, also cached
