@@ -1,4 +1,5 @@
-"""Shared fixtures, markers, and the hook that skips GPU-tagged notebook cells without CUDA."""
+"""Shared fixtures and markers; tests marked `gpu` are skipped without CUDA (notebook cells tagged
+`gpu` are skipped by notebooks/conftest.py)."""
 
 from __future__ import annotations
 
