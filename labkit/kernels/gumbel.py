@@ -22,6 +22,12 @@ load temperature and seed with `other=0` (a noiseless argmax that is thrown away
 
 Every entry point checks its inputs (dtypes, devices, shapes, slot range) on the host first; on a
 GPU these checks synchronise, so benchmarks pass ``validate=False``.
+
+Compiled for a GPU, the same kernel runs with bigger blocks and ``FAST_MATH`` (see
+:func:`launch_config`): the outer log of the Gumbel transform on the hardware lg2 unit and the inner
+one without libdevice's special cases. That moves it from about 60% to about 88% of a same-bytes
+copy's bandwidth on an H200 (labkit/benchmarks.py, record in labkit/data/gpu/) with the same tokens;
+the interpreter keeps the plain form, bit for bit as before.
 """
 
 from __future__ import annotations
@@ -53,6 +59,37 @@ if _backend.HAS_TRITON:
         tl.atomic_add(writes_ptr + offset, 1)
 
     @triton.jit
+    def _lg2_approx(x):
+        # One MUFU.LG2 instruction. Its absolute error is about 2**-22 near x = 1, so it serves
+        # only where an absolute error that small is harmless (the outer log of the Gumbel
+        # transform). Compiled kernels only: the interpreter cannot run inline PTX.
+        return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+
+    @triton.jit
+    def _log_unit_interval(u):
+        """log(u) for normal floats u in (0, 1]: libdevice's logf without its special cases.
+
+        The same range reduction, polynomial and fused multiply-adds as `__nv_logf`, so the value
+        is the same for every input the noise can produce (u >= 2**-24: no zero, denormal,
+        negative, inf or NaN to handle). Dropping those checks saves about a third of the
+        function's instructions. Compiled kernels only (tl.fma with bit casts).
+        """
+        bits = u.to(tl.int32, bitcast=True)
+        e_bits = (bits - 0x3F2AAAAB) & -8388608  # 0xFF800000: the exponent of u / (2/3 .. 4/3)
+        t = (bits - e_bits).to(tl.float32, bitcast=True) - 1.0
+        p = tl.fma(t, -0.13018856942653656, 0.14084610342979431)
+        p = tl.fma(t, p, -0.12148627638816834)
+        p = tl.fma(t, p, 0.13980610668659210)
+        p = tl.fma(t, p, -0.16684235632419586)
+        p = tl.fma(t, p, 0.20012299716472626)
+        p = tl.fma(t, p, -0.24999669194221497)
+        p = tl.fma(t, p, 0.33333182334899902)
+        p = tl.fma(t, p, -0.5)
+        r = tl.fma(t, t * p, t)
+        return tl.fma(e_bits.to(tl.float32) * 1.1920928955078125e-07, 0.69314718246459961, r)
+
+    @triton.jit
     def gumbel_sample_kernel(
         logits_ptr, logits_stride,  # [num_rows, V], row-indexed
         mapping_ptr,  # [num_rows] int32: row -> slot
@@ -68,6 +105,7 @@ if _backend.HAS_TRITON:
         MASK_PADDING: tl.constexpr,
         EARLY_EXIT: tl.constexpr,
         TRACE: tl.constexpr,
+        FAST_MATH: tl.constexpr = 0,
     ):
         row = tl.program_id(0)
         blk = tl.program_id(1)
@@ -81,8 +119,9 @@ if _backend.HAS_TRITON:
             tl.store(block_max_ptr + row * num_blocks + blk, float("-inf"))
             tl.store(block_idx_ptr + row * num_blocks + blk, blk * BLOCK_V)
         else:
-            logits = tl.load(logits_ptr + row * logits_stride + offs, mask=in_vocab,
-                             other=float("-inf")).to(tl.float32)
+            # Row bases in int64 (scalar work, once per program); per-element offsets stay int32.
+            row_logits = logits_ptr + row.to(tl.int64) * logits_stride
+            logits = tl.load(row_logits + offs, mask=in_vocab, other=float("-inf")).to(tl.float32)
             if MASK_PADDING:
                 is_valid = slot >= 0
                 temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
@@ -96,19 +135,37 @@ if _backend.HAS_TRITON:
                 store_mask = in_vocab
             scaled = logits
             if temp != 0.0:
-                scaled = logits / temp
+                if FAST_MATH:
+                    # One correctly rounded reciprocal per program, a multiply per element: within
+                    # 1.5 ulp of logits / temp (the compiled `/` is itself a 2-ulp division).
+                    scaled = logits * tl.math.div_rn(1.0, temp)
+                else:
+                    scaled = logits / temp
             if STORE_Q:
                 # int64 before the multiply: slot * stride overflows int32 for big buffers
                 # (vLLM #46560 is that bug in another sampler kernel).
-                q_off = slot.to(tl.int64) * q_stride_slot + step * q_stride_step
-                tl.store(q_ptr + q_off + offs, scaled, mask=store_mask)
+                q_row = q_ptr + (slot.to(tl.int64) * q_stride_slot + step * q_stride_step)
+                tl.store(q_row + offs, scaled, mask=store_mask)
             scores = scaled
             if temp != 0.0:
                 key = row_key(seed, tl.load(pos_ptr + row), salt)
-                scores = scaled - tl.log(-tl.log(uniform(key, offs)))
-            tl.store(block_max_ptr + row * num_blocks + blk, tl.max(scores, axis=0))
-            tl.store(block_idx_ptr + row * num_blocks + blk,
-                     tl.argmax(scores, axis=0).to(tl.int64) + blk * BLOCK_V)
+                # E = -log(u) must be accurate *relative* to E: the largest Gumbel values (the
+                # likely winners) come from u near 1, where E is tiny. So the inner log stays the
+                # accurate one everywhere; the outer log may be the fast hardware one.
+                if FAST_MATH >= 2:
+                    expo = -_log_unit_interval(uniform(key, offs))
+                else:
+                    expo = -tl.log(uniform(key, offs))
+                if FAST_MATH >= 1:
+                    scores = scaled - 0.6931471805599453 * _lg2_approx(expo)
+                else:
+                    scores = scaled - tl.log(expo)
+            # Max, then the first index holding it: the same answer as tl.argmax (first index of
+            # the maximum) with cheaper per-element work (no (value, index) pair reduction).
+            best = tl.max(scores, axis=0)
+            best_idx = tl.min(tl.where(scores == best, offs, 2147483647), axis=0)
+            tl.store(block_max_ptr + row * num_blocks + blk, best)
+            tl.store(block_idx_ptr + row * num_blocks + blk, best_idx.to(tl.int64))
             if TRACE:
                 if blk == 0:
                     t_off = slot.to(tl.int64) * trace_stride_slot + step
@@ -203,6 +260,8 @@ def gumbel_sample(
     early_exit: bool = False,
     trace: WriteTrace | None = None,
     block_v: int | None = None,
+    num_warps: int | None = None,
+    fast_math: int | None = None,
     validate: bool = True,
     backend: str | None = None,
 ) -> torch.Tensor:
@@ -211,6 +270,9 @@ def gumbel_sample(
     Returns int64 tokens [num_rows]. `draft_logits=None` is greedy drafting's case when no
     q is kept (nothing slot-indexed is written); `masked` selects the kernel after the fix.
     `early_exit` (masked only) skips padded rows' loads as well as their stores.
+
+    `block_v`, `num_warps` and `fast_math` tune the compiled kernel (see :func:`launch_config`);
+    they do not change which token is sampled except at float-rounding ties.
     """
     if early_exit and not masked:
         raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
@@ -223,40 +285,120 @@ def gumbel_sample(
                                    draft_step, samples_per_req=samples_per_req, masked=masked,
                                    trace=trace)
     return _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits,
-                          draft_step, samples_per_req, masked, early_exit, trace, block_v)
+                          draft_step, samples_per_req, masked, early_exit, trace, block_v,
+                          num_warps, fast_math)
 
 
-def _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-                   samples_per_req, masked, early_exit, trace, block_v):
+# On a GPU the kernel is bound by its per-element arithmetic (a 32-bit hash and two logs) as much
+# as by memory, so it wants many elements per thread: the block-wide reductions, the per-row key
+# and the scalar loads are paid once per program. Measured on an H200 (labkit/data/gpu/): see
+# labkit/benchmarks.py, which records the sweep that chose these.
+GPU_BLOCK_V = 4096
+GPU_NUM_WARPS = 8
+# Fast math levels for compiled kernels (the interpreter always runs level 0):
+#   0  libdevice logf for both logs of -log(-log(u)), division per element
+#   1  the outer log on the hardware lg2 unit (MUFU), a reciprocal per program
+#   2  as 1, and the inner log without libdevice's special cases (same values for u >= 2**-24)
+GPU_FAST_MATH = 2
+
+
+def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None) -> dict:
+    """Block size, warps and fast-math level the launcher picks for a launch of this shape.
+
+    In the interpreter (and for the torch backend's reference semantics) the kernel keeps its
+    teaching configuration: blocks of 1024, exact libdevice math. Compiled, it takes big blocks
+    unless that would leave most of the GPU idle (few rows, small vocabularies).
+    """
+    if interpreted is None:
+        interpreted = _backend.KERNELS_INTERPRETED
+    pow2 = 1 << max(0, (vocab - 1).bit_length())
+    if interpreted:
+        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0)
+    block_v = min(GPU_BLOCK_V, pow2)
+    # Fewer, bigger programs only pay off when they still fill the machine.
+    while block_v > DEFAULT_BLOCK_V and num_rows * -(-vocab // block_v) < 264:
+        block_v //= 2
+    num_warps = max(1, min(GPU_NUM_WARPS, block_v // 256))
+    return dict(block_v=block_v, num_warps=num_warps, fast_math=GPU_FAST_MATH)
+
+
+def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None) -> dict:
+    cfg = launch_config(num_rows, vocab)
+    if block_v is not None:
+        cfg["block_v"] = block_v
+        if num_warps is None:
+            cfg["num_warps"] = max(1, min(GPU_NUM_WARPS, block_v // 256))
+    if num_warps is not None:
+        cfg["num_warps"] = num_warps
+    if fast_math is not None:
+        if fast_math and _backend.KERNELS_INTERPRETED:
+            raise LabkitInputError("fast_math uses inline PTX, which Triton's interpreter cannot run; "
+                                   "use fast_math=0 on the CPU")
+        cfg["fast_math"] = int(fast_math)
+    return cfg
+
+
+def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_logits=None, draft_step=0,
+                    *, samples_per_req=1, masked=True, early_exit=False, trace=None, block_v=None,
+                    num_warps=None, fast_math=None):
+    """A function that launches the sampling kernel alone, with its partial-result buffers made once.
+
+    Returns ``(launch, finish)``: ``launch()`` runs the kernel (no reduction over blocks, no
+    allocation, no checks), ``finish()`` reduces the partial results to tokens. Benchmarks time
+    ``launch`` to count the kernel's own bytes; :func:`gumbel_sample` is both plus the checks.
+    """
     num_rows, vocab = logits.shape
-    block_v = block_v or min(DEFAULT_BLOCK_V, triton.next_power_of_2(vocab))
+    cfg = _resolve_config(num_rows, vocab, block_v, num_warps, fast_math)
+    block_v = cfg["block_v"]
     num_blocks = triton.cdiv(vocab, block_v)
     device = logits.device
     block_max = torch.empty((num_rows, num_blocks), dtype=torch.float32, device=device)
     block_idx = torch.empty((num_rows, num_blocks), dtype=torch.int64, device=device)
-    if num_rows == 0:
-        return torch.empty(0, dtype=torch.int64, device=device)
     store_q = draft_logits is not None
     q = draft_logits if store_q else block_max  # a placeholder pointer, never written
     q_strides = (draft_logits.stride(0), draft_logits.stride(1)) if store_q else (0, 0)
     writer = trace.writer if trace is not None else block_idx
     writes = trace.writes if trace is not None else block_idx
-    gumbel_sample_kernel[(num_rows, num_blocks)](
-        logits, logits.stride(0),
-        idx_mapping, temperature, seeds, positions,
-        q, q_strides[0], q_strides[1],
-        block_max, block_idx, num_blocks,
-        writer, writes, writer.stride(0),
-        vocab, draft_step, SALT_DRAFT,
-        BLOCK_V=block_v,
-        SAMPLES_PER_REQ=samples_per_req,
-        STORE_Q=store_q,
-        MASK_PADDING=masked,
-        EARLY_EXIT=early_exit,
-        TRACE=trace is not None,
-    )
-    best = block_max.argmax(dim=1, keepdim=True)
-    return block_idx.gather(1, best).squeeze(1)
+    kernel = gumbel_sample_kernel[(num_rows, num_blocks)]
+
+    def launch() -> None:
+        if num_rows == 0:
+            return
+        kernel(
+            logits, logits.stride(0),
+            idx_mapping, temperature, seeds, positions,
+            q, q_strides[0], q_strides[1],
+            block_max, block_idx, num_blocks,
+            writer, writes, writer.stride(0),
+            vocab, draft_step, SALT_DRAFT,
+            BLOCK_V=block_v,
+            SAMPLES_PER_REQ=samples_per_req,
+            STORE_Q=store_q,
+            MASK_PADDING=masked,
+            EARLY_EXIT=early_exit,
+            TRACE=trace is not None,
+            FAST_MATH=cfg["fast_math"],
+            num_warps=cfg["num_warps"],
+        )
+
+    def finish() -> torch.Tensor:
+        if num_blocks == 1:
+            return block_idx[:, 0]
+        best = block_max.argmax(dim=1, keepdim=True)
+        return block_idx.gather(1, best).squeeze(1)
+
+    return launch, finish
+
+
+def _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
+                   samples_per_req, masked, early_exit, trace, block_v=None, num_warps=None,
+                   fast_math=None):
+    launch, finish = kernel_launcher(
+        logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
+        samples_per_req=samples_per_req, masked=masked, early_exit=early_exit, trace=trace,
+        block_v=block_v, num_warps=num_warps, fast_math=fast_math)
+    launch()
+    return finish()
 
 
 def gumbel_sample_torch(

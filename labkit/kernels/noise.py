@@ -26,6 +26,11 @@ MIX_MUL_2 = 0x846CA68B
 GOLDEN = 0x9E3779B9
 MASK32 = 0xFFFFFFFF
 INV_2_24 = 1.0 / (1 << 24)
+# The largest float32 below 1. (m + 0.5) / 2**24 is not exact in float32 for m >= 2**23 (the
+# sum needs 25 bits), and for m = 2**24 - 1 it rounds to exactly 1.0: -log(-log(1)) = +inf, a
+# token forced regardless of its logit, once in 2**24 draws (about 1 row in 110 at a vocabulary
+# of 151936). Clamping maps that one value to the largest uniform below 1 and changes no other.
+U_MAX = 1.0 - 2.0**-24
 
 # One salt per consumer of randomness (arbitrary distinct odd constants).
 SALT_DRAFT = 0x2545F491
@@ -56,7 +61,7 @@ def row_key_torch(seed: torch.Tensor, pos: torch.Tensor, salt: int) -> torch.Ten
 def uniform_torch(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """float32 uniforms in (0, 1) for each (key, index) pair; 24 random bits, never 0 or 1."""
     h = mix32_torch(key ^ ((index.to(torch.int64) * GOLDEN) & MASK32))
-    return ((h >> 8).to(torch.float32) + 0.5) * INV_2_24
+    return (((h >> 8).to(torch.float32) + 0.5) * INV_2_24).clamp(max=U_MAX)
 
 
 def gumbel_torch(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -102,7 +107,8 @@ if HAS_TRITON:
         h = h ^ (h >> 15)
         h = h * 0x846CA68B
         h = h ^ (h >> 16)
-        return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        return tl.minimum(u, 0.99999994039535522)  # U_MAX: see the note there
 
     @triton.jit
     def uniform_at_zero(key):
@@ -113,4 +119,5 @@ if HAS_TRITON:
         h = h ^ (h >> 15)
         h = h * 0x846CA68B
         h = h ^ (h >> 16)
-        return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        return tl.minimum(u, 0.99999994039535522)
