@@ -21,7 +21,6 @@ Needs a CUDA device; these are measurements, not tests (tests/test_gpu.py holds 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
 import functools
 import json
@@ -437,9 +436,10 @@ def bench_staircase(log=print) -> dict:
 def graph_step_applications() -> int:
     """How many times GraphRunner.run applies a step on the call that captures its graph.
 
-    1 is right. The shipped runner warms the step up eagerly (so Triton compiles before capture)
-    and then replays the new graph as well: a step that updates its own inputs (the autoregressive
-    drafter shifts its context and positions in place) then runs twice on that call."""
+    1 is right. The runner warms the step up eagerly (so Triton compiles before capture); if it
+    then replayed the new graph as well, a step that updates its own inputs (the autoregressive
+    drafter shifts its context and positions in place) would run twice on that call. The record
+    made on 2026-11-29 found 2 (fixed since in labkit/graphs.py)."""
     from labkit.graphs import GraphRunner
 
     counter = torch.zeros(1, device="cuda")
@@ -448,68 +448,24 @@ def graph_step_applications() -> int:
     return int(counter.item())
 
 
-def _run_applying_once(self, num_reqs, step):
-    """GraphRunner.run, except that the call which captures a real graph does not also replay it:
-    the warm-up inside _capture already ran the step once, eagerly, on these very inputs."""
-    rows = self.rows_for(num_reqs)
-    if self.mode == "eager":
-        step(rows)
-        return rows
-    graph = self._graphs.get(rows)
-    if graph is None:
-        graph = self._graphs[rows] = self._capture(rows, step)
-        if self.real_graphs:
-            return rows
-    self._replay(graph)
-    return rows
-
-
-@contextlib.contextmanager
-def graph_runner_applying_once():
-    """Within the block, GraphRunner.run applies a step once on its capturing call (a candidate fix
-    for labkit/graphs.py; no effect where the runner already does so)."""
-    from labkit.graphs import GraphRunner
-
-    original = GraphRunner.run
-    GraphRunner.run = _run_applying_once
-    try:
-        yield
-    finally:
-        GraphRunner.run = original
-
-
 def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), log=print) -> dict:
     """Tokens/s of the toy engine over the bench workload (50 prompts), per mode.
 
     One warm-up run first (Triton compiles, graphs are captured on first use), then `repeats`
     runs; medians. The toy models are tiny, so the engine is bound by Python and launches: the
-    numbers compare modes, they are not a serving benchmark.
-
-    The timed runs use the two candidate fixes found on the GPU (a graph runner that applies a
-    step once on its capturing call, and batch-invariant row-wise linears where cuBLAS is not),
-    so that graph-fixed is token-identical to eager; one run of the kit as shipped is recorded
-    beside them (`as_shipped`)."""
+    numbers compare modes, they are not a serving benchmark."""
     from labkit.bench import BenchConfig, run_bench
     from labkit.models import load_toy_models
 
-    out = {"warmup_runs": 1, "graph_step_applications_as_shipped": graph_step_applications()}
-    shipped = run_bench(BenchConfig(), modes + ("greedy-graph-buggy",), progress=False, device="cuda").to_json()
-    out["as_shipped"] = shipped["modes"]
-    log("  as shipped: " + ", ".join(f"{m} {v['identical_to_eager']}/{v['responses']} identical"
-                                     for m, v in shipped["modes"].items()))
+    out = {"warmup_runs": 1, "graph_step_applications": graph_step_applications()}
     models = load_toy_models("cuda")
-    inv = batch_invariance(graphs=False)
-    out["rowwise_triton_swapped_in"] = any(r["mismatched_sizes_eager"] for r in inv.values())
-    if out["rowwise_triton_swapped_in"]:
-        use_triton_rowwise(models)
     runs = []
-    with graph_runner_applying_once():
-        run_bench(BenchConfig(), modes, progress=False, device="cuda", models=models)
-        for r in range(repeats):
-            res = run_bench(BenchConfig(), modes, progress=False, device="cuda", models=models).to_json()
-            runs.append(res["modes"])
-            log("  run %d: " % r + ", ".join(f"{m} {v['tokens_per_s']:.0f} tok/s ({v['corrupted']} corrupted)"
-                                             for m, v in res["modes"].items()))
+    run_bench(BenchConfig(), modes, progress=False, device="cuda", models=models)  # warm-up
+    for r in range(repeats):
+        res = run_bench(BenchConfig(), modes, progress=False, device="cuda", models=models).to_json()
+        runs.append(res["modes"])
+        log("  run %d: " % r + ", ".join(f"{m} {v['tokens_per_s']:.0f} tok/s ({v['corrupted']} corrupted)"
+                                         for m, v in res["modes"].items()))
     out.update(config=res["config"], runs=runs,
                median_tokens_per_s={m: statistics.median(run[m]["tokens_per_s"] for run in runs) for m in runs[0]})
     return out
@@ -615,57 +571,6 @@ def race_stats(launches: int = 500, vocab: int = 30, graph: bool = False, block_
             "padded_share_of_elements": padded_elems / (launches * vocab)}
 
 
-try:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _rowwise_linear_kernel(x_ptr, w_ptr, b_ptr, out_ptr, K, N, stride_x, stride_o,
-                               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        # One program per (row, block of outputs); the reduction over K runs in a fixed order
-        # that nothing about the batch can change: row i's output is the same bits in a batch of
-        # 1, of n, or of a padded graph.
-        row = tl.program_id(0)
-        n_offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            k_offs = k0 + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + row * stride_x + k_offs, mask=k_offs < K, other=0.0)
-            w = tl.load(w_ptr + n_offs[:, None] * K + k_offs[None, :],
-                        mask=(n_offs[:, None] < N) & (k_offs[None, :] < K), other=0.0)
-            acc += tl.sum(w * x[None, :], axis=1)
-        acc += tl.load(b_ptr + n_offs, mask=n_offs < N, other=0.0)
-        tl.store(out_ptr + row * stride_o + n_offs, acc, mask=n_offs < N)
-except ImportError:  # pragma: no cover - no Triton: the GPU helpers below are unavailable
-    triton = None
-
-
-def rowwise_linear_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``x @ weight.T + bias`` with each row computed independently of the others (CUDA only)."""
-    x = x.contiguous()
-    weight = weight.contiguous()
-    batch, K = x.shape
-    N = weight.shape[0]
-    out = torch.empty(batch, N, device=x.device, dtype=torch.float32)
-    if batch:
-        _rowwise_linear_kernel[(batch, triton.cdiv(N, 64))](x, weight, bias, out, K, N, x.stride(0),
-                                                            out.stride(0), BLOCK_N=64, BLOCK_K=64)
-    return out
-
-
-def use_triton_rowwise(models):
-    """Swap every RowwiseLinear's forward for :func:`rowwise_linear_triton` (a candidate fix for
-    the toy models' batch invariance on the GPU, where cuBLAS picks kernels by batch size)."""
-    from labkit.models import RowwiseLinear
-
-    for model in (models.draft, models.target):
-        for module in model.modules():
-            if isinstance(module, RowwiseLinear):
-                module.forward = functools.partial(
-                    lambda m, x: rowwise_linear_triton(x, m.weight, m.bias), module)
-    return models
-
-
 def layer_invariance(sizes=(1, 2, 3, 5, 8, 16, 33, 64)) -> dict:
     """Which layers change a row's bits with the batch size: each layer on random inputs."""
     from labkit.models import RowwiseLinear, load_toy_models
@@ -686,17 +591,14 @@ def layer_invariance(sizes=(1, 2, 3, 5, 8, 16, 33, 64)) -> dict:
     return out
 
 
-def batch_invariance(sizes=(1, 2, 3, 5, 7, 8, 16, 33, 64), graphs: bool = True, patch: bool = False) -> dict:
+def batch_invariance(sizes=(1, 2, 3, 5, 7, 8, 16, 33, 64), graphs: bool = True) -> dict:
     """Do the toy models give a row the same logits, bit for bit, whatever the batch around it?
 
     Each row computed alone is the reference; it is compared with the same row inside batches of
-    every size, eagerly and replayed from a CUDA graph captured at that size (the padded case).
-    `patch` swaps in :func:`rowwise_linear_triton` first."""
+    every size, eagerly and replayed from a CUDA graph captured at that size (the padded case)."""
     from labkit.models import load_toy_models
 
     models = load_toy_models("cuda")
-    if patch:
-        use_triton_rowwise(models)
     result = {}
     with torch.no_grad():
         for name in ("draft", "target"):
@@ -800,8 +702,7 @@ def main(argv=None) -> int:
                          "vocab_151936_graph": race_stats(200 if not args.quick else 20, vocab=151936,
                                                           graph=True)},
         "exactness": exactness,
-        "invariance": lambda: {"shipped": batch_invariance(), "layers": layer_invariance(),
-                               "triton_rowwise": batch_invariance(patch=True)},
+        "invariance": lambda: {"models": batch_invariance(), "layers": layer_invariance()},
     }
     for name in sections:
         print(f"[{name}]", flush=True)

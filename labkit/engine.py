@@ -177,7 +177,6 @@ class Engine:
         waiting = sorted(requests, key=lambda r: (r.arrival_step, r.rid))
         batch: list[Request] = []
         records: list[StepRecord] = []
-        k = self.config.num_spec_steps
         totals = dict(drafted=0, accepted=0, emitted=0, nll=0.0)
         finished = 0
         step = 0

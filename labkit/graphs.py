@@ -70,8 +70,12 @@ class GraphRunner:
             return rows
         graph = self._graphs.get(rows)
         if graph is None:
-            graph = self._capture(rows, step)
-            self._graphs[rows] = graph
+            graph = self._graphs[rows] = self._capture(rows, step)
+            if self.real_graphs:
+                # The warm-up inside _capture already applied the step to these inputs; replaying
+                # too would apply it twice, and a step that updates its own inputs in place (the
+                # drafter shifts its context and positions) would draft from the wrong context.
+                return rows
         self._replay(graph)
         return rows
 

@@ -41,6 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labkit.kernels.rowwise_linear import available_for as rowwise_linear_available
+from labkit.kernels.rowwise_linear import rowwise_linear
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TARGET_PATH = DATA_DIR / "target.pt"
 DRAFT_PATH = DATA_DIR / "draft.pt"
@@ -93,6 +96,9 @@ class RowwiseLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.batch_invariant:
             return F.linear(x, self.weight, self.bias)
+        if rowwise_linear_available(x):
+            # cuBLAS is not batch-invariant even through bmm; a fixed-order Triton kernel is.
+            return rowwise_linear(x, self.weight, self.bias)
         batch = x.shape[0]
         weight_t = self.weight.t().unsqueeze(0).expand(batch, -1, -1)
         out = torch.bmm(x.unsqueeze(1), weight_t).squeeze(1)

@@ -20,7 +20,7 @@ turned on alone and its effect seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
 
 from labkit.corpus import sample_prompts
 from labkit.engine import Engine, EngineConfig, Request, RequestStateTable, make_requests

@@ -281,41 +281,22 @@ def _invariant(result: dict) -> bool:
 
 @pytest.fixture(scope="module")
 def gpu_models():
-    """The toy models on the GPU, batch-invariant there.
-
-    Eager runs use num_reqs rows and graphs the padded size, so graph-fixed can match eager token
-    for token only if a row's logits do not depend on the batch. If the shipped RowwiseLinear is
-    not batch-invariant on this GPU (cuBLAS picks kernels by batch size), the row-wise Triton
-    linear from labkit.benchmarks is swapped in, so the end-to-end checks test the sampling bug
-    and not the models' rounding; test_shipped_toy_models... documents the shipped behaviour."""
-    from labkit.benchmarks import batch_invariance, use_triton_rowwise
+    """The toy models on the GPU (their linear layers use the row-wise Triton kernel there)."""
     from labkit.models import load_toy_models
 
     if backends.backend() != "triton":
         pytest.skip("needs the compiled Triton backend")
-    models = load_toy_models(DEVICE)
-    if not _invariant(batch_invariance()):
-        use_triton_rowwise(models)
-    return models
+    return load_toy_models(DEVICE)
 
 
 @needs_compiled
-def test_shipped_toy_models_batch_invariance_on_the_gpu():
-    """Eager runs use num_reqs rows, graphs the padded size: a row's logits must not depend on it."""
+def test_toy_models_are_batch_invariant_on_the_gpu_eager_and_in_graphs():
+    """Eager runs use num_reqs rows, graphs the padded size: a row's logits must not depend on it.
+    (cuBLAS alone is not invariant: that is why RowwiseLinear uses labkit.kernels.rowwise_linear.)"""
     from labkit.benchmarks import batch_invariance, layer_invariance
 
     result = batch_invariance()
     print(result, layer_invariance())
-    if not _invariant(result):
-        pytest.xfail("the shipped RowwiseLinear (bmm over a stride-0 weight) is not batch-invariant on "
-                     f"this GPU: {result}; labkit.benchmarks.rowwise_linear_triton is")
-
-
-@needs_compiled
-def test_triton_rowwise_linear_is_batch_invariant_eager_and_in_graphs():
-    from labkit.benchmarks import batch_invariance
-
-    result = batch_invariance(patch=True)
     assert _invariant(result), result
 
 
@@ -323,37 +304,16 @@ def test_triton_rowwise_linear_is_batch_invariant_eager_and_in_graphs():
 
 @needs_compiled
 def test_graph_runner_applies_a_step_once_on_the_call_that_captures():
-    """On a real GPU, GraphRunner.run warms a new graph's step up eagerly before capturing it (so
-    Triton compiles outside the capture). If it then also replays the graph, that call applies the
-    step twice, and the autoregressive drafter, which shifts its context and positions in place,
-    drafts from a context one step ahead: every run then differs from eager at the steps where a
-    capture size is first used, with or without the bug (greedy drafting too)."""
-    from labkit.benchmarks import graph_runner_applying_once, graph_step_applications
+    """GraphRunner warms a new graph's step up eagerly before capturing it (Triton compiles outside
+    the capture); replaying it on that call as well would apply the step twice, and the drafter,
+    which shifts its context and positions in place, would draft from a context one step ahead."""
+    from labkit.benchmarks import graph_step_applications
 
-    with graph_runner_applying_once():
-        assert graph_step_applications() == 1  # the candidate fix
-    n = graph_step_applications()
-    if n != 1:
-        pytest.xfail(f"labkit.graphs.GraphRunner.run applied the step {n} times on its capturing call; "
-                     "skip the replay there (labkit.benchmarks._run_applying_once)")
+    assert graph_step_applications() == 1
 
 
 @pytest.fixture(scope="module")
-def runner_applying_once():
-    """GraphRunner.run applying a step once on its capturing call (patched in if it does not)."""
-    from labkit.benchmarks import graph_runner_applying_once, graph_step_applications
-
-    if backends.backend() != "triton":
-        pytest.skip("needs the compiled Triton backend")
-    if graph_step_applications() == 1:
-        yield False
-        return
-    with graph_runner_applying_once():
-        yield True
-
-
-@pytest.fixture(scope="module")
-def gpu_bench(gpu_models, runner_applying_once):
+def gpu_bench(gpu_models):
     from labkit.bench import ALL_MODES, BenchConfig, run_bench
 
     return run_bench(BenchConfig(), ALL_MODES, progress=False, device=DEVICE, models=gpu_models).to_json()["modes"]
@@ -382,8 +342,7 @@ def test_gpu_bench_dflash_pad_zero_corrupts_and_minus_one_does_not(gpu_bench):
 
 @needs_compiled
 @pytest.mark.parametrize("capture_sizes", [(1, 2, 4, 8), (1, 2, 4, 8, 16)])
-def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capture_sizes, gpu_models,
-                                                                            runner_applying_once):
+def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capture_sizes, gpu_models):
     from labkit.corpus import sample_prompts
     from labkit.engine import Engine, EngineConfig, make_requests
     from labkit.speculator import FixSwitches

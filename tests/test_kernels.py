@@ -16,7 +16,6 @@ from labkit.kernels import (
     gumbel_sample,
     gumbel_sample_torch,
     prepare_dflash_sample_mapping,
-    prepare_dflash_sample_mapping_torch,
     rejection_sample,
     rejection_sample_torch,
 )
