@@ -60,9 +60,10 @@ class RecordedRun:
 
 @functools.lru_cache(maxsize=1)
 def _cached_models():
+    from labkit.backends import default_device
     from labkit.models import load_toy_models
 
-    return load_toy_models()
+    return load_toy_models(default_device())
 
 
 def _timeline_inputs(models, slots, step: int, max_num_reqs: int):
@@ -77,7 +78,9 @@ def _timeline_inputs(models, slots, step: int, max_num_reqs: int):
     temperature = torch.tensor([0.8 if s % 2 else 1.0 for s in range(max_num_reqs)], dtype=torch.float32)
     seeds = torch.arange(max_num_reqs, dtype=torch.int64) * 1_000_003 + 17
     positions = torch.tensor([len(h) for h in histories], dtype=torch.int64)
-    return torch.tensor(slots, dtype=torch.int32), temperature, seeds, contexts, positions
+    device = next(models.draft.parameters()).device  # the GPU on a GPU box
+    return tuple(t.to(device) for t in (torch.tensor(slots, dtype=torch.int32), temperature, seeds,
+                                         contexts, positions))
 
 
 def timeline_run(schedule=MECHANICS_SCHEDULE, fix: FixSwitches = FixSwitches.before(), drafter: str = "autoregressive",
