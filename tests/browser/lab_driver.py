@@ -1,0 +1,357 @@
+"""Drive JupyterLab in Debian's Chromium through Playwright: a server, a browser, and a notebook page.
+
+* :class:`LabServer` starts ``jupyter lab`` on 127.0.0.1, a free port and a random token (never
+  without one), over a temporary copy of the notebooks, with its own settings, workspaces and
+  runtime folders, so nothing from the user's JupyterLab leaks in and nothing leaks out.
+* :func:`launch_browser` starts Chromium headless with a fresh ``--user-data-dir`` (Playwright
+  takes that as ``launch_persistent_context``'s first argument, not as a flag).
+* :class:`NotebookPage` opens a notebook, runs Run > Run All Cells, waits until the kernel is
+  idle and no cell is queued, reports error and stderr outputs, and moves an ipywidgets slider.
+
+Nothing here downloads anything: the browser is the system's ``chromium`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+# PRACTICE.md: the flags that keep Debian's Chromium quiet and offline in a container.
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+# Output areas JupyterLab renders for a traceback *and* for text on stderr (both use this mime type).
+STDERR_OUTPUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+CODE_PROMPT = ".jp-CodeCell .jp-InputArea-prompt"
+
+
+def _executable(path: str) -> bool:
+    return Path(path).is_file() and os.access(path, os.X_OK)
+
+
+def find_chromium() -> str | None:
+    """Debian's Chromium; ``LABKIT_CHROMIUM`` names another binary (and, if it is not one, none)."""
+    env = os.environ.get("LABKIT_CHROMIUM")
+    if env:
+        return env if _executable(env) else None
+    for path in CHROMIUM_CANDIDATES:
+        if _executable(path):
+            return path
+    return shutil.which("chromium")
+
+
+def missing_requirements() -> list[str]:
+    """What this machine lacks for the browser test, in words (empty: all there)."""
+    missing = []
+    if find_chromium() is None:
+        missing.append("Chromium (Debian: apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright Python package (pip install playwright; never `playwright install`)")
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        missing.append("jupyterlab")
+    return missing
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# JupyterLab settings for the test server: every cell stays in the DOM (no windowing), no news or
+# update checks (no network, no toasts over the notebook).
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                          "checkForUpdates": False},
+}
+
+
+class LabServer:
+    """``jupyter lab`` over a temporary copy of `notebooks`, on 127.0.0.1 with a random token."""
+
+    def __init__(self, notebooks: Path, workdir: Path, *, startup_timeout: float = 120.0):
+        self.source = Path(notebooks)
+        self.workdir = Path(workdir)
+        self.root = self.workdir / "notebooks"
+        self.port = free_port()
+        self.token = secrets.token_hex(24)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.workdir / "jupyter-lab.log"
+
+    def __enter__(self) -> "LabServer":
+        shutil.copytree(self.source, self.root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        settings = self.workdir / "lab-settings"
+        for name, value in LAB_SETTINGS.items():
+            plugin, file = name.rsplit("/", 1)
+            (settings / plugin).mkdir(parents=True, exist_ok=True)
+            (settings / plugin / file).write_text(json.dumps(value))
+        env = dict(os.environ)
+        env.update(JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"), JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
+                   JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
+        cmd = [
+            sys.executable, "-m", "jupyter", "lab", "--no-browser",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
+            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")  # containers and CI runners; the server still needs the token
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                self.api("GET", "/api/status")
+                return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.5)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"jupyter lab did not answer within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
+
+    def api(self, method: str, path: str, timeout: float = 5.0):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def kernels_idle(self) -> bool:
+        kernels = self.api("GET", "/api/kernels")
+        return all(k.get("execution_state") == "idle" for k in kernels)
+
+    def session_of(self, notebook: str) -> dict | None:
+        sessions = self.api("GET", "/api/sessions")
+        return next((x for x in sessions if x.get("path", "").endswith(notebook)), None)
+
+    def close_session(self, notebook: str) -> None:
+        """Shut down the kernel of one notebook (others keep running)."""
+        session = self.session_of(notebook)
+        if session is not None:
+            self.api("DELETE", f"/api/sessions/{session['id']}", timeout=30)
+
+    def shutdown_kernels(self) -> None:
+        for k in self.api("GET", "/api/kernels"):
+            try:
+                self.api("DELETE", f"/api/kernels/{k['id']}", timeout=30)
+            except urllib.error.URLError:
+                pass
+
+    def lab_url(self, notebook: str) -> str:
+        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text().splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is None:
+            return
+        try:
+            if self.proc.poll() is None:
+                try:
+                    self.shutdown_kernels()
+                    self.api("POST", "/api/shutdown", timeout=10)
+                except (urllib.error.URLError, OSError):
+                    pass
+                try:
+                    self.proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    self.proc.terminate()
+                    try:
+                        self.proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        self.proc.kill()
+                        self.proc.wait()
+        finally:
+            self._log.close()
+            self.proc = None
+
+
+def launch_browser(playwright, user_data_dir: Path, *, viewport=(1400, 1000)):
+    """A persistent Chromium context (fresh profile in `user_data_dir`), headless, offline flags."""
+    return playwright.chromium.launch_persistent_context(
+        str(user_data_dir), executable_path=find_chromium(), headless=True, args=CHROMIUM_FLAGS,
+        viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=False,
+    )
+
+
+@dataclass
+class RunReport:
+    notebook: str
+    seconds: float
+    code_cells: int
+    executed: int
+    errors: list[str]  # text of error / stderr output areas
+    dialogs: list[str]  # text of dialogs JupyterLab opened (kernel died, ...)
+
+    def problems(self) -> list[str]:
+        found = [f"error or stderr output: {text[:600]}" for text in self.errors]
+        found += [f"dialog: {text[:300]}" for text in self.dialogs]
+        if self.executed < self.code_cells:
+            found.append(f"only {self.executed} of {self.code_cells} code cells ran (Run All stops at an error)")
+        return found
+
+
+class NotebookPage:
+    """One notebook open in JupyterLab."""
+
+    def __init__(self, page, server: LabServer, notebook: str):
+        self.page = page
+        self.server = server
+        self.notebook = notebook
+
+    def open(self, timeout_s: float = 120.0) -> None:
+        self.page.goto(self.server.lab_url(self.notebook), timeout=timeout_s * 1000)
+        self.page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
+        # The kernel is ready when the toolbar's kernel name shows and the session reports idle.
+        self._wait(lambda: self._kernel_ready(), timeout_s, "the kernel to start")
+
+    def _kernel_ready(self) -> bool:
+        return self.kernel_state() == "idle"
+
+    def kernel_state(self) -> str | None:
+        """The notebook's kernel state as the server sees it (None: no kernel)."""
+        session = self.server.session_of(self.notebook)
+        return session["kernel"].get("execution_state") if session else None
+
+    def _wait(self, condition, timeout_s: float, what: str, poll_s: float = 0.5) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            self.page.wait_for_timeout(poll_s * 1000)
+        raise TimeoutError(f"{self.notebook}: gave up waiting for {what} after {timeout_s:.0f} s")
+
+    def menu(self, top: str, item: str) -> None:
+        """Click a main-menu entry, e.g. menu('Run', 'Run All Cells')."""
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
+        entry = self.page.locator(".lm-Menu-itemLabel", has_text=item).first
+        entry.wait_for(state="visible", timeout=10_000)
+        entry.click()
+
+    def prompts(self) -> list[str]:
+        return [t.strip() for t in self.page.locator(CODE_PROMPT).all_inner_texts()]
+
+    def run_all(self, timeout_s: float = 900.0) -> RunReport:
+        start = time.monotonic()
+        before = self.prompts()
+        self.menu("Run", "Run All Cells")
+        # Wait for the run to start (a prompt changes), then for no cell queued or running and an
+        # idle kernel, twice in a row (between two cells the kernel is briefly idle).
+        self._wait(lambda: self.prompts() != before or self._dialogs(), 60, "Run All to start")
+        stable = 0
+
+        def finished() -> bool:
+            nonlocal stable
+            done = (self._dialogs() or not any("*" in p for p in self.prompts())) and self.server.kernels_idle()
+            stable = stable + 1 if done else 0
+            return stable >= 3
+
+        self._wait(finished, timeout_s, "Run All to finish", poll_s=1.0)
+        prompts = self.prompts()
+        executed = sum(any(ch.isdigit() for ch in p) for p in prompts)
+        return RunReport(self.notebook, time.monotonic() - start, len(prompts), executed,
+                         self.error_outputs(), self._dialogs())
+
+    def error_outputs(self) -> list[str]:
+        return [t.strip() for t in self.page.locator(STDERR_OUTPUT).all_inner_texts()]
+
+    def _dialogs(self) -> list[str]:
+        return [t.strip() for t in self.page.locator(".jp-Dialog").all_inner_texts()]
+
+    def screenshot(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path))
+        return path
+
+    # -- widgets --------------------------------------------------------------------------
+
+    def slider(self, label: str = "step"):
+        """The ipywidgets slider whose description is `label` (else the first slider)."""
+        sliders = self.page.locator(".widget-slider")
+        labelled = sliders.filter(has=self.page.locator(".widget-label", has_text=label))
+        target = labelled.first if labelled.count() else sliders.first
+        target.wait_for(state="visible", timeout=30_000)
+        return target
+
+    def slider_value(self, slider) -> str:
+        return slider.locator(".widget-readout").inner_text().strip()
+
+    def images_near(self, slider) -> list:
+        """The <img> elements of the output area that holds `slider` (the explorer's figure)."""
+        area = self.page.locator(".jp-OutputArea", has=slider).last
+        return area.locator("img").all()
+
+    def image_digests(self, slider) -> list[str]:
+        """SHA-256 of the bytes of each image next to the slider (blob:, data: or http URLs)."""
+        digests = []
+        for img in self.images_near(slider):
+            data = img.evaluate(
+                """async (el) => {
+                    const r = await fetch(el.src);
+                    const b = new Uint8Array(await r.arrayBuffer());
+                    let s = ''; for (let i = 0; i < b.length; i++) s += String.fromCharCode(b[i]);
+                    return btoa(s);
+                }""")
+            digests.append(hashlib.sha256(data.encode()).hexdigest())
+        return digests
+
+    def move_slider(self, slider, delta: int = 1) -> str:
+        """Drag the slider's handle by `delta` steps with the mouse, as a learner would; returns the
+        readout afterwards. (A drag ends with the 'change' event that a slider with
+        ``continuous_update=False`` waits for; arrow keys move the handle without it.)"""
+        handle = slider.locator(".noUi-handle").first
+        lo, hi, now = (float(handle.get_attribute(a)) for a in ("aria-valuemin", "aria-valuemax", "aria-valuenow"))
+        target = min(max(now + delta, lo), hi)
+        track = slider.locator(".noUi-target").first.bounding_box()
+        box = handle.bounding_box()
+        x0, y0 = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        x1 = track["x"] + (target - lo) / max(hi - lo, 1) * track["width"]
+        mouse = self.page.mouse
+        mouse.move(x0, y0)
+        mouse.down()
+        mouse.move((x0 + x1) / 2, y0, steps=5)
+        mouse.move(x1, y0, steps=5)
+        mouse.up()
+        self.page.wait_for_timeout(300)
+        return self.slider_value(slider)
+
+    def wait_for_images_to_change(self, slider, before: list[str], timeout_s: float) -> list[str]:
+        deadline = time.monotonic() + timeout_s
+        after = before
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(500)
+            try:
+                after = self.image_digests(slider)
+            except Exception:  # an <img> replaced mid-read: read again
+                continue
+            if after and after != before and self.server.kernels_idle():
+                return after
+        return after
