@@ -8,21 +8,21 @@ STAMP  := $(VENV)/.installed
 # The second Triton whose interpreter runs the kernel tests (the newest, with the strictest masks).
 TRITON_NEXT := 3.9.0
 
-.PHONY: lab test test-unit test-notebooks test-triton-next figures bench clean
+.PHONY: lab test test-unit test-notebooks test-triton-next test-browser student figures bench clean
 
 $(STAMP): pyproject.toml requirements/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c requirements/ci.txt -e ".[lab,test]"
+	$(BIN)/python -m pip install -q -c requirements/ci.txt -e ".[lab,test,browser]"
 	touch $@
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00_setup_and_tour.ipynb
 
-test: test-unit test-notebooks test-triton-next
+test: test-unit test-notebooks test-triton-next test-browser
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests --ignore=tests/browser
 
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env \
@@ -33,6 +33,15 @@ test-triton-next: $(STAMP)
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/triton-next triton==$(TRITON_NEXT)
 	PYTHONPATH=$(VENV)/triton-next $(BIN)/python -c "import triton; assert triton.__version__ == '$(TRITON_NEXT)', triton.__version__"
 	PYTHONPATH=$(VENV)/triton-next $(BIN)/python -m pytest -q tests/test_kernels.py
+
+# Every notebook in JupyterLab, in Debian's Chromium (apt-get install -y chromium; never
+# `playwright install`). Skipped with a reason if Chromium is missing, unless
+# LABKIT_REQUIRE_BROWSER=1 (as .ci/run sets).
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -q -rs tests/browser
+
+student: $(STAMP)
+	$(BIN)/python -m labkit student-edition --src notebooks --out student
 
 figures: $(STAMP)
 	$(BIN)/python -m labkit figures
