@@ -227,7 +227,9 @@ class NotebookPage:
         self.server = server
         self.notebook = notebook
 
-    def open(self, timeout_s: float = 120.0) -> None:
+    def open(self, timeout_s: float = 300.0) -> None:
+        # Generous: on a busy 2-core CI machine JupyterLab took over 120 s to render the explorer
+        # notebook (02, ~700 kB of stored figures) right after another notebook's run.
         self.page.goto(self.server.lab_url(self.notebook), timeout=timeout_s * 1000)
         self.page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
         # The kernel is ready when the toolbar's kernel name shows and the session reports idle.

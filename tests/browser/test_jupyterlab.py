@@ -96,6 +96,10 @@ def ran(lab):
             results[name] = report
         except Exception as err:  # a timeout is reported by the notebook's own test
             results[name] = err
+            try:  # what the page showed when it gave up, for the CI log's reader
+                nb.screenshot(SCREENSHOTS / f"{Path(name).stem}-FAILED.png")
+            except Exception:  # noqa: BLE001 - the original error is what matters
+                pass
         pages[name] = nb
         if not name.startswith(EXPLORER):
             server.close_session(name)  # one idle kernel at a time besides the explorer's
@@ -140,7 +144,7 @@ def test_step_slider_changes_the_explorer_figure(ran):
     if moved_to == value:
         moved_to = nb.move_slider(slider, -1)
     assert moved_to != value, f"{name}: the step slider did not move (still {value})"
-    after = nb.wait_for_images_to_change(slider, before, timeout_s=120)
+    after = nb.wait_for_images_to_change(slider, before, timeout_s=240)
     slider.locator("xpath=ancestor::div[contains(@class,'jp-OutputArea')][1]").screenshot(
         path=str(SCREENSHOTS / f"{Path(name).stem}-explorer-after.png"))
     assert after != before, (f"{name}: the step slider moved from {value} to {moved_to}, but the figure "
