@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import secrets
 import shutil
@@ -162,7 +163,10 @@ class LabServer:
                 pass
 
     def lab_url(self, notebook: str) -> str:
-        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+        # One fresh workspace per notebook (`?reset`): otherwise JupyterLab restores the tabs of
+        # the notebooks opened before, whose hidden panels match the page-wide selectors.
+        workspace = re.sub(r"[^A-Za-z0-9_-]", "-", Path(notebook).stem)
+        return f"{self.url}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={self.token}"
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -231,7 +235,8 @@ class NotebookPage:
         # Generous: on a busy 2-core CI machine JupyterLab took over 120 s to render the explorer
         # notebook (02, ~700 kB of stored figures) right after another notebook's run.
         self.page.goto(self.server.lab_url(self.notebook), timeout=timeout_s * 1000)
-        self.page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
+        self.page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell",
+                                    timeout=timeout_s * 1000)
         # The kernel is ready when the toolbar's kernel name shows and the session reports idle.
         self._wait(lambda: self._kernel_ready(), timeout_s, "the kernel to start")
 
