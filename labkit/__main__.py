@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from labkit.errors import LabkitInputError
+from labkit.checks import LabkitInputError
 
 
 def _positive(text: str) -> int:
@@ -17,7 +17,7 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labkit.bench import ALL_MODES, DEFAULT_MODES, MODES
+    from labkit.modes import ALL_MODES, DEFAULT_MODES, MODES
 
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,19 +56,20 @@ def main(argv=None) -> int:
         return 0
 
     if args.command == "figures":
-        from labkit.figures import write_all
+        from labkit.viz.figures import write_all
 
         for path in write_all(args.out):
             print(path)
         return 0
     if args.command == "student-edition":
-        from labkit.editions import build_student_edition
+        from labkit.workshop.editions import build_student_edition
 
         for path in build_student_edition(args.src, args.out):
             print(path)
         return 0
 
-    from labkit.bench import BenchConfig, report, resolve_modes, run_bench
+    from labkit.modes import resolve_modes
+    from labkit.repro import BenchConfig, report, run_bench
 
     try:
         modes = resolve_modes(args.modes)

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from labkit import backends
-from labkit.errors import LabkitInputError
+from labkit.checks import LabkitInputError
 from labkit.kernels.rejection import rejection_sample
 from labkit.models import ToyModels, encode_context
 from labkit.speculator import FixSwitches, LaunchRecord, make_speculator
@@ -77,12 +77,12 @@ class RequestStateTable:
 @dataclass(frozen=True)
 class EngineConfig:
     drafter: str = "autoregressive"  # or "dflash"
-    num_spec_steps: int = 4
+    num_steps: int = 4
     max_num_reqs: int = 16
     capture_sizes: tuple = (1, 2, 4, 8, 16)
     use_graphs: bool = True
     fix: FixSwitches = FixSwitches()
-    probabilistic_draft: bool = True
+    probabilistic: bool = True
     record: bool = False
     # Verification is not under test and runs outside the graph. In Triton's CPU interpreter the
     # rejection kernel costs about a second per step, so there the engine verifies with its torch
@@ -157,9 +157,9 @@ class Engine:
         self.pad_id = models.tokenizer.pad_id
         self.speculator = make_speculator(
             config.drafter, models.draft,
-            max_num_reqs=config.max_num_reqs, num_steps=config.num_spec_steps,
+            max_num_reqs=config.max_num_reqs, num_steps=config.num_steps,
             capture_sizes=config.capture_sizes, use_graphs=config.use_graphs, fix=config.fix,
-            probabilistic=config.probabilistic_draft, device=self.device, record=config.record,
+            probabilistic=config.probabilistic, device=self.device, record=config.record,
         )
         self.table = RequestStateTable(config.max_num_reqs, self.device)
         verify = config.verify_backend
@@ -221,7 +221,7 @@ class Engine:
         )
 
     def _step(self, batch: list[Request], totals: dict):
-        k = self.config.num_spec_steps
+        k = self.config.num_steps
         histories = [r.prompt + r.output for r in batch]
         slots = [r.slot for r in batch]
         positions = torch.tensor([len(h) for h in histories], dtype=torch.int64, device=self.device)

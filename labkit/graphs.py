@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from labkit.errors import LabkitInputError, check_capture_sizes
+from labkit.checks import LabkitInputError, check_capture_sizes
 
 StepFn = Callable[[int], None]
 MODES = ("full", "eager")

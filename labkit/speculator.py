@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit.errors import (
+from labkit.checks import (
     LabkitInputError,
     check_mapping_dtype,
     check_num_reqs,
@@ -282,10 +282,13 @@ class DFlashSpeculator(Speculator):
         return self.sample_idx_mapping
 
 
-def make_speculator(kind: str, draft_model, **kwargs) -> Speculator:
-    """'autoregressive' (or 'ar') or 'dflash'."""
-    if kind in ("ar", "autoregressive"):
+DRAFTERS = ("autoregressive", "dflash")
+
+
+def make_speculator(drafter: str, draft_model, **kwargs) -> Speculator:
+    """The speculator of one drafter: 'autoregressive' (or 'ar') or 'dflash'."""
+    if drafter in ("ar", "autoregressive"):
         return Speculator(draft_model, **kwargs)
-    if kind == "dflash":
+    if drafter == "dflash":
         return DFlashSpeculator(draft_model, **kwargs)
-    raise LabkitInputError(f"unknown drafter kind {kind!r}: use 'autoregressive' or 'dflash'")
+    raise LabkitInputError(f"unknown drafter {drafter!r}: use one of {', '.join(DRAFTERS)}")

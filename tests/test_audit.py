@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 
 from labkit import backends
-from labkit.audit import (
+from labkit.proofs.audit import (
     Buffer,
     OwnershipTable,
     PaddingInvarianceError,
@@ -21,7 +21,7 @@ from labkit.audit import (
     smallest_failing_batch,
     trace_launch,
 )
-from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.speculator import FixSwitches, Speculator
 
 KERNEL_BACKEND = "interpreter" if backends.KERNELS_INTERPRETED else backends.backend()
@@ -303,7 +303,7 @@ def test_trace_launch_is_the_same_table_in_the_kernel_and_in_torch(masked):
 def test_ownership_table_from_a_speculator_record(models):
     spec = Speculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8),
                       fix=FixSwitches.before(), record=True)
-    from labkit.audit import speculator_inputs
+    from labkit.proofs.audit import speculator_inputs
 
     spec.propose(*speculator_inputs(spec, list(range(8))))
     spec.propose(*speculator_inputs(spec, [0, 1, 2, 4, 5, 6, 7], seed=1))

@@ -81,7 +81,7 @@ def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
         previous = labkit.set_backend(name)
         try:
             reqs = make_requests(models.tokenizer, sample_prompts(6, 4), 4, min_new_tokens=10, max_new_tokens=30)
-            cfg = EngineConfig(num_spec_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8), fix=FixSwitches.before())
+            cfg = EngineConfig(num_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8), fix=FixSwitches.before())
             return Engine(models, cfg).generate(reqs).outputs
         finally:
             labkit.set_backend(previous)

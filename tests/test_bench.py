@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from labkit.bench import ALL_MODES, BenchConfig, resolve_modes, run_bench
-from labkit.errors import LabkitInputError
+from labkit.modes import ALL_MODES, resolve_modes
+from labkit.repro import BenchConfig, run_bench
+from labkit.checks import LabkitInputError
 
 CHECKED = ["graph-buggy", "graph-fixed", "graph-fill-only", "graph-mask-only", "greedy-graph-buggy",
            "dflash-buggy", "dflash-fixed"]

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit.distribution import (
+from labkit.proofs.distribution import (
     DEFAULT_N,
     backends_agree,
     chi2_sf,

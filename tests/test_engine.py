@@ -8,11 +8,11 @@ import pytest
 
 from labkit.corpus import sample_prompts
 from labkit.engine import Engine, EngineConfig, Request, RequestStateTable, make_requests
-from labkit.errors import LabkitInputError
+from labkit.checks import LabkitInputError
 from labkit.models import TinyLM, ToyModels
 from labkit.speculator import FixSwitches
 
-SMALL = dict(num_spec_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8))
+SMALL = dict(num_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8))
 
 
 def _run(models, n=12, seed=3, **config):
@@ -63,8 +63,8 @@ def test_records_show_stale_padding_before_and_minus_one_after(models):
 
 
 def test_greedy_drafting_is_immune(models):
-    eager = _run(models, use_graphs=False, probabilistic_draft=False)
-    buggy = _run(models, fix=FixSwitches.before(), probabilistic_draft=False)
+    eager = _run(models, use_graphs=False, probabilistic=False)
+    buggy = _run(models, fix=FixSwitches.before(), probabilistic=False)
     assert eager.outputs == buggy.outputs
 
 

@@ -12,8 +12,8 @@ import torch
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
-from labkit import exercises as ex
-from labkit.exercises import row_key, tl, triton, uniform
+from labkit.workshop import checkers as ex
+from labkit.workshop.checkers import row_key, tl, triton, uniform
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 needs_kernels = pytest.mark.skipif(not KERNELS_RUN, reason="Triton kernels cannot run here (no Triton, or no GPU "
@@ -136,9 +136,9 @@ def test_missing_or_odd_names_are_not_solved_yet_and_do_not_raise():
 
 
 def test_the_audit_also_runs_the_learners_fill_when_the_kit_has_one():
-    audit = pytest.importorskip("labkit.audit")
+    audit = pytest.importorskip("labkit.proofs.audit")
     if not hasattr(audit, "audit_speculator"):
-        pytest.skip("labkit.audit has no audit_speculator")
+        pytest.skip("labkit.proofs.audit has no audit_speculator")
     assert ex._audit("a", "copy_idx_mapping", fill_right, ex._fill_speculator, "x") is None
     # Which row and which draft step the report names first comes from the write trace: on a GPU
     # that is a race, so only the corrupted slot and its owner are asserted.

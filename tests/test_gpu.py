@@ -265,7 +265,7 @@ def test_launch_config_keeps_the_interpreters_teaching_configuration():
 def test_colliding_rows_race_and_q_is_always_one_rows_values(vocab, graph):
     """MECHANICS' timeline: rows 6 (live) and 7 (padded) both hold slot 7. On the GPU either may
     store last; q[7] is always made of the two candidates' values (never anything else)."""
-    from labkit.benchmarks import race_stats
+    from labkit.gpu.sections import race_stats
 
     stats = race_stats(launches=300 if vocab < 1000 else 40, vocab=vocab, graph=graph)
     print(stats)
@@ -293,7 +293,7 @@ def gpu_models():
 def test_toy_models_are_batch_invariant_on_the_gpu_eager_and_in_graphs():
     """Eager runs use num_reqs rows, graphs the padded size: a row's logits must not depend on it.
     (cuBLAS alone is not invariant: that is why RowwiseLinear uses labkit.kernels.rowwise_linear.)"""
-    from labkit.benchmarks import batch_invariance, layer_invariance
+    from labkit.gpu.sections import batch_invariance, layer_invariance
 
     result = batch_invariance()
     print(result, layer_invariance())
@@ -307,14 +307,15 @@ def test_graph_runner_applies_a_step_once_on_the_call_that_captures():
     """GraphRunner warms a new graph's step up eagerly before capturing it (Triton compiles outside
     the capture); replaying it on that call as well would apply the step twice, and the drafter,
     which shifts its context and positions in place, would draft from a context one step ahead."""
-    from labkit.benchmarks import graph_step_applications
+    from labkit.gpu.sections import graph_step_applications
 
     assert graph_step_applications() == 1
 
 
 @pytest.fixture(scope="module")
 def gpu_bench(gpu_models):
-    from labkit.bench import ALL_MODES, BenchConfig, run_bench
+    from labkit.modes import ALL_MODES
+    from labkit.repro import BenchConfig, run_bench
 
     return run_bench(BenchConfig(), ALL_MODES, progress=False, device=DEVICE, models=gpu_models).to_json()["modes"]
 
@@ -348,7 +349,7 @@ def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capt
     from labkit.speculator import FixSwitches
 
     models = gpu_models
-    cfg = dict(num_spec_steps=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
+    cfg = dict(num_steps=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
     reqs = lambda: make_requests(models.tokenizer, sample_prompts(24, 3), 3, min_new_tokens=12,  # noqa: E731
                                  max_new_tokens=40, arrivals_per_step=0.7)
     eager = Engine(models, EngineConfig(**cfg, use_graphs=False)).generate(reqs())
@@ -361,8 +362,8 @@ def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capt
     assert all(isinstance(g, torch.cuda.CUDAGraph) for g in runner._graphs.values())
     assert any(rec.launch.collisions() for rec in buggy.records)
     assert fixed.outputs == eager.outputs
-    greedy_eager = Engine(models, EngineConfig(**cfg, use_graphs=False, probabilistic_draft=False)).generate(reqs())
+    greedy_eager = Engine(models, EngineConfig(**cfg, use_graphs=False, probabilistic=False)).generate(reqs())
     greedy_buggy = Engine(models, EngineConfig(**cfg, fix=FixSwitches.before(),
-                                               probabilistic_draft=False)).generate(reqs())
+                                               probabilistic=False)).generate(reqs())
     assert greedy_buggy.outputs == greedy_eager.outputs
     assert any(eager.outputs[r] != buggy.outputs[r] for r in eager.outputs)

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from labkit.bench import BenchConfig, BenchResult, ModeResult
-from labkit.html import (
+from labkit.repro import BenchConfig, BenchResult, ModeResult
+from labkit.viz.html_views import (
     DiffRow,
     Html,
     bench_side_by_side,

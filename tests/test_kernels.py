@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from labkit import backends
-from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.kernels import (
     WriteTrace,
     gumbel_sample,

@@ -9,9 +9,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 from matplotlib.colors import to_hex
 
-from labkit import plots
+from labkit.viz import plots
 from labkit.speculator import FixSwitches
-from labkit.widgets import timeline_run
+from labkit.runs import timeline_run
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_q_used_is_the_padded_rows_q_before_and_the_drawn_q_after(buggy, fixed):
 
 
 def test_bench_figure_bars_are_the_counts():
-    from labkit.bench import BenchConfig, BenchResult, ModeResult
+    from labkit.repro import BenchConfig, BenchResult, ModeResult
 
     modes = {"eager": ModeResult("eager", "eager", 10, 10, 0, 0.5, 0.3, 1, 0.9),
              "graph-buggy": ModeResult("graph-buggy", "eager", 10, 6, 4, 0.6, 0.5, 1, 0.9),
@@ -137,12 +137,12 @@ def test_write_all_writes_pngs_and_includes_timing(tmp_path, monkeypatch, buggy)
     import sys
     import types
 
-    from labkit import figures
-    from labkit.bench import BenchConfig, BenchResult, ModeResult
+    from labkit.viz import figures
+    from labkit.repro import BenchConfig, BenchResult, ModeResult
 
-    timing = types.ModuleType("labkit.timing")
+    timing = types.ModuleType("labkit.viz.timing_plots")
     timing.save_timing_figures = lambda outdir: [outdir / "timing_fake.png"]
-    monkeypatch.setitem(sys.modules, "labkit.timing", timing)
+    monkeypatch.setitem(sys.modules, "labkit.viz.timing_plots", timing)
     bench = BenchResult(BenchConfig(prompts=2), {"eager": ModeResult("eager", "eager", 2, 2, 0, 0.5, 0.3, 1, 0.9)},
                         {}, [], 1.0)
     paths = figures.write_all(tmp_path, bench=bench, explorer_prompts=2)
@@ -157,7 +157,7 @@ def test_write_all_writes_pngs_and_includes_timing(tmp_path, monkeypatch, buggy)
 # -- the data behind notebook 05 ------------------------------------------------------------------
 
 def test_int32_offsets_wrap_exactly_at_the_first_overflowing_index():
-    from labkit.siblings import first_overflowing_index, offset_rows
+    from labkit.proofs.siblings import first_overflowing_index, offset_rows
 
     stride = 4 * 151936
     first = first_overflowing_index(stride)
@@ -167,7 +167,7 @@ def test_int32_offsets_wrap_exactly_at_the_first_overflowing_index():
 
 
 def test_shared_noise_biases_the_output_and_separate_salts_do_not():
-    from labkit.siblings import empirical, sampling_noise_tv, speculative_outputs, total_variation
+    from labkit.proofs.siblings import empirical, sampling_noise_tv, speculative_outputs, total_variation
 
     p = torch.tensor([0.1, 0.45, 0.45], dtype=torch.float64)
     q = torch.tensor([0.8, 0.19, 0.01], dtype=torch.float64)

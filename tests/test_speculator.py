@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.models import encode_context
 from labkit.speculator import DFlashSpeculator, FixSwitches, Speculator
 

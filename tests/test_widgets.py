@@ -6,8 +6,9 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from labkit import plots  # noqa: E402
-from labkit.widgets import LONG_SCHEDULE, Explorer, engine_run, explorer_state, timeline_source  # noqa: E402
+from labkit.viz import plots  # noqa: E402
+from labkit.runs import LONG_SCHEDULE, engine_run, timeline_source  # noqa: E402
+from labkit.viz.widgets import Explorer, explorer_state  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from labkit import backends as _backend
-from labkit.errors import LabkitInputError, check_mapping_dtype, check_same_device
+from labkit.checks import LabkitInputError, check_mapping_dtype, check_same_device
 
 if _backend.HAS_TRITON:
     import triton

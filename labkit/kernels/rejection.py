@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from labkit import backends as _backend
-from labkit.errors import LabkitInputError, check_mapping_dtype, check_same_device
+from labkit.checks import LabkitInputError, check_mapping_dtype, check_same_device
 from labkit.kernels.noise import SALT_ACCEPT, SALT_BONUS, SALT_RESIDUAL, gumbel_torch, row_key_torch, uniform_torch
 
 if _backend.HAS_TRITON:

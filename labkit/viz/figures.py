@@ -6,7 +6,7 @@
     q_used_vs_drawn.png       the q verification used vs the q the draft token was drawn from
     bench_before_after.png    the bench: corrupted responses per mode (runs the 50-prompt bench)
 
-plus, if another part of the kit provides ``labkit.timing.save_timing_figures``, the timing plots.
+plus, if another part of the kit provides ``labkit.viz.timing_plots.save_timing_figures``, the timing plots.
 Everything is computed on the spot from the shipped models and fixed seeds.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from labkit import plots
+from labkit.viz import plots
 
 DPI = 110
 
@@ -32,9 +32,10 @@ def write_all(outdir="figures", *, bench=None, bench_prompts: int = 50, explorer
     `bench`: a BenchResult to draw instead of running the bench (the default modes over
     `bench_prompts` prompts, about a minute on a laptop CPU).
     """
-    from labkit.bench import DEFAULT_MODES, BenchConfig, run_bench
+    from labkit.modes import DEFAULT_MODES
+    from labkit.repro import BenchConfig, run_bench
     from labkit.speculator import FixSwitches
-    from labkit.widgets import engine_run, timeline_run
+    from labkit.runs import engine_run, timeline_run
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -62,9 +63,9 @@ def write_all(outdir="figures", *, bench=None, bench_prompts: int = 50, explorer
                        out / "bench_before_after.png"))
 
     try:
-        timing = importlib.import_module("labkit.timing")
+        timing = importlib.import_module("labkit.viz.timing_plots")
     except ImportError as err:
-        if err.name != "labkit.timing":  # the module exists but something it imports is missing
+        if err.name != "labkit.viz.timing_plots":  # the module exists but something it imports is missing
             raise
         timing = None
     if timing is not None and hasattr(timing, "save_timing_figures"):

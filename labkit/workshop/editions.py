@@ -18,7 +18,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from labkit.errors import LabkitInputError
+from labkit.checks import LabkitInputError
 
 SOLUTION_TAG = "solution"
 CHECKER_TAG = "checker"

@@ -19,7 +19,7 @@ How each checker runs your code:
 * (b) launches your kernel on buffers that sit inside larger allocations, so that a row with slot
   -1 reads and writes *guard* memory instead of crashing; it compares tokens and q with the torch
   reference (:func:`~labkit.kernels.gumbel.gumbel_sample_torch`) and inspects the guards.
-  If the kit has :mod:`labkit.audit`, your speculator also goes through its padding-invariance
+  If the kit has :mod:`labkit.proofs.audit`, your speculator also goes through its padding-invariance
   audit (live outputs must not change when everything the batch does not own is poisoned).
 * (d) calls your offset function from a small kernel with vLLM-sized strides and compares with
   exact Python integers, then stores through it into a small buffer.
@@ -40,7 +40,7 @@ from typing import Any, Callable
 import torch
 
 from labkit import backends as _backends
-from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.kernels.noise import SALT_DRAFT
 
@@ -426,13 +426,13 @@ def check_fill(copy_idx_mapping) -> CheckResult:
                        "half: the kernel must skip slot -1, which is exercise (b).)")
 
 
-# Batches (live slots in row order) that the padding-invariance audit runs, when labkit.audit exists.
+# Batches (live slots in row order) that the padding-invariance audit runs, when labkit.proofs.audit exists.
 AUDIT_BATCHES = ((0, 1, 2, 4, 5, 6, 7), (3, 4, 5, 6, 7), (2, 0, 7))
 
 
 def _audit_note() -> str:
     try:
-        from labkit.audit import audit_speculator  # noqa: F401
+        from labkit.proofs.audit import audit_speculator  # noqa: F401
     except ImportError:
         return ""
     return (f" The padding-invariance audit agreed on {len(AUDIT_BATCHES)} batches: with everything the "
@@ -440,14 +440,14 @@ def _audit_note() -> str:
 
 
 def _audit(ex: str, name: str, fn: Callable, make_spec, pad_words: str) -> CheckResult | None:
-    """Run labkit.audit's padding-invariance audit on the speculator that uses the learner's code.
+    """Run labkit.proofs.audit's padding-invariance audit on the speculator that uses the learner's code.
 
     The audit poisons everything the batch does not own (padded rows get stale, valid slots), runs
     the step unpadded and padded, and names the row that wrote any live record that differs.
     Skipped (None) when the kit has no audit module.
     """
     try:
-        from labkit.audit import audit_speculator
+        from labkit.proofs.audit import audit_speculator
     except ImportError:
         return None
     def warmed_up():
@@ -468,7 +468,7 @@ def _audit(ex: str, name: str, fn: Callable, make_spec, pad_words: str) -> Check
             return _unexpected(ex, err)
         if not report.passed:
             found = "; ".join(report.sentences()[:2])
-            return _not_yet(ex, f"the padding-invariance audit (labkit.audit) poisoned the rows and slots that "
+            return _not_yet(ex, f"the padding-invariance audit (labkit.proofs.audit) poisoned the rows and slots that "
                                 f"live slots {_fmt(batch)} do not own, then ran the step unpadded and padded: "
                                 f"{found}. Padded rows must not point at any slot: fill {pad_words} with -1.")
     return None

@@ -16,54 +16,17 @@ from dataclasses import asdict, dataclass, field, replace
 
 from labkit import backends
 from labkit.corpus import sample_prompts, word_share_in_corpus
-from labkit.engine import Engine, EngineConfig, RunResult, make_requests
-from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.engine import Engine, RunResult, make_requests
 from labkit.models import ToyModels, load_toy_models
-from labkit.speculator import FixSwitches
-
-
-@dataclass(frozen=True)
-class Mode:
-    name: str
-    summary: str
-    drafter: str = "autoregressive"
-    probabilistic: bool = True
-    use_graphs: bool = True
-    fix: FixSwitches = FixSwitches.after()
-
-    @property
-    def reference(self) -> str:
-        """The eager mode this one must match token for token."""
-        if self.drafter == "dflash":
-            return "dflash-eager"
-        return "eager" if self.probabilistic else "greedy-eager"
-
-
-_NO_FILL = FixSwitches(fill_padding=False, mask_kernel=True)
-MODES: dict[str, Mode] = {m.name: m for m in [
-    Mode("eager", "no graphs: kernels see exactly num_reqs rows", use_graphs=False),
-    Mode("graph-buggy", "full graphs, before the fix", fix=FixSwitches.before()),
-    Mode("graph-fixed", "full graphs, after the fix (fill -1 + masked kernel)"),
-    Mode("graph-fill-only", "fill -1 but the kernel is unmasked: must refuse, not read out of bounds",
-         fix=FixSwitches(fill_padding=True, mask_kernel=False)),
-    Mode("graph-mask-only", "masked kernel but stale slots (>= 0) stay: still corrupts", fix=_NO_FILL),
-    Mode("greedy-eager", "greedy drafting, no graphs", probabilistic=False, use_graphs=False),
-    Mode("greedy-graph-buggy", "greedy drafting under buggy graphs: no q is stored, so no harm",
-         probabilistic=False, fix=FixSwitches.before()),
-    Mode("dflash-eager", "DFlash-style drafter, no graphs (live rows only)", drafter="dflash", use_graphs=False),
-    Mode("dflash-buggy", "DFlash pads its sample mapping with 0 (slot 0)", drafter="dflash",
-         fix=FixSwitches(fill_padding=True, mask_kernel=True, dflash_pad=0)),
-    Mode("dflash-fixed", "DFlash pads with -1", drafter="dflash"),
-]}
-DEFAULT_MODES = ("eager", "graph-buggy", "graph-fixed")
-ALL_MODES = tuple(MODES)
+from labkit.modes import DEFAULT_MODES, MODES, Mode, engine_config_for, resolve_modes
 
 
 @dataclass
 class BenchConfig:
     prompts: int = 50
     seed: int = 0
-    num_spec_steps: int = 4
+    num_steps: int = 4
     max_num_reqs: int = 16
     capture_sizes: tuple = (1, 2, 4, 8, 16)
     min_new_tokens: int = 24
@@ -111,33 +74,10 @@ def _finite(value):
     return value
 
 
-def resolve_modes(names) -> list[str]:
-    """Requested modes plus the eager references they are compared with, references first."""
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
-    names = list(names)
-    if names == ["all"]:
-        names = list(ALL_MODES)
-    unknown = [n for n in names if n not in MODES]
-    if unknown:
-        raise LabkitInputError(f"unknown mode(s) {', '.join(unknown)}; known modes: {', '.join(ALL_MODES)}, or 'all'")
-    if not names:
-        raise LabkitInputError("no modes given")
-    ordered: list[str] = []
-    for n in names:
-        for m in (MODES[n].reference, n):
-            if m not in ordered:
-                ordered.append(m)
-    refs = [m for m in ordered if MODES[m].reference == m]
-    return refs + [m for m in ordered if m not in refs]
-
-
-def engine_config(mode: Mode, cfg: BenchConfig, record: bool = False) -> EngineConfig:
-    return EngineConfig(
-        drafter=mode.drafter, num_spec_steps=cfg.num_spec_steps, max_num_reqs=cfg.max_num_reqs,
-        capture_sizes=tuple(cfg.capture_sizes), use_graphs=mode.use_graphs, fix=mode.fix,
-        probabilistic_draft=mode.probabilistic, record=record,
-    )
+def engine_config(mode: Mode | str, cfg: BenchConfig, record: bool = False):
+    """The engine configuration of `mode` at the bench's shapes."""
+    return engine_config_for(mode, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
+                             capture_sizes=cfg.capture_sizes, record=record)
 
 
 def run_mode(mode_name: str, cfg: BenchConfig, models: ToyModels, prompts: list[str],
@@ -274,7 +214,7 @@ def report(result: BenchResult) -> str:
         if r.error:
             parts += ["", f"{name}: {r.error}"]
     cfg = result.config
-    parts += ["", f"{cfg.prompts} prompts, seed {cfg.seed}, k={cfg.num_spec_steps}, max_num_reqs="
+    parts += ["", f"{cfg.prompts} prompts, seed {cfg.seed}, k={cfg.num_steps}, max_num_reqs="
               f"{cfg.max_num_reqs}, capture sizes {list(cfg.capture_sizes)}, backend {backends.backend()}, "
               f"{result.wall_s:.1f} s"]
     return "\n".join(parts)

@@ -1,6 +1,6 @@
 """Timing plots, drawn from recorded GPU measurements on any machine (the CPU included).
 
-The records are JSON files written by ``python -m labkit.benchmarks --out DIR`` on a GPU and kept in
+The records are JSON files written by ``python -m labkit.gpu.sections --out DIR`` on a GPU and kept in
 ``labkit/data/gpu/``. Every figure prints, under the plot, the device, driver, CUDA, torch and Triton
 versions and the date of the record it was drawn from. Without any record, :func:`save_timing_figures`
 says so and draws what can be measured on this CPU instead, labelled as CPU-measured.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "gpu"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu"
 DPI = 110
 MASKED, UNMASKED, COPY, TORCH, COMPILED = "#3182bd", "#9ecae1", "#636363", "#e6550d", "#fdae6b"
 GRAPH, EAGER, EARLY = "#31a354", "#de2d26", "#756bb1"
@@ -454,7 +454,7 @@ def save_timing_figures(outdir="figures", record: dict | None = None, *, data_di
     record = record if record is not None else load_record(data_dir=data_dir)
     paths = []
     if not record:
-        log("labkit.timing: no GPU record in labkit/data/gpu/ (python -m labkit.benchmarks --out DIR on a "
+        log("labkit.viz.timing_plots: no GPU record in labkit/data/gpu/ (python -m labkit.gpu.sections --out DIR on a "
             "GPU makes one); plotting CPU-measured figures instead, labelled as such")
         cpu = cpu_record()
         path = out / "timing_cpu_measured.png"

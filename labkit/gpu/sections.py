@@ -1,11 +1,11 @@
 """GPU benchmarks: what the fix costs, how close the sampling kernel gets to memory bandwidth, and
 why drafters run inside CUDA graphs at all.
 
-    python -m labkit.benchmarks --out DIR [--sections kernel,sweep,graphs,staircase,e2e,race,invariance]
+    python -m labkit.gpu.sections --out DIR [--sections kernel,sweep,graphs,staircase,e2e,race,invariance]
 
 prints a table per section and writes ``DIR/gpu_benchmarks.json``: device, driver, CUDA, torch and
 Triton versions, the date, the command, and the raw medians. Copies of such records live in
-``labkit/data/gpu/``; :mod:`labkit.timing` plots them on any machine.
+``labkit/data/gpu/``; :mod:`labkit.viz.timing_plots` plots them on any machine.
 
 Timing: CUDA events around each call, one pair per iteration, median over the iterations
 (``_measure``). Kernel sections flush the L2 cache before every iteration (a 256 MiB write), so a
@@ -63,7 +63,7 @@ def provenance(command: str | None = None) -> dict:
     if smi:
         parts = [p.strip() for p in smi.splitlines()[0].split(",")]
         driver, max_sm, max_mem, power = (parts + [None] * 4)[:4]
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     commit = _run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
     dirty = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     if commit is None and os.environ.get("LABKIT_SOURCE_COMMIT"):
@@ -85,7 +85,7 @@ def provenance(command: str | None = None) -> dict:
         "triton": triton.__version__,
         "python": platform.python_version(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": command or "python -m labkit.benchmarks " + " ".join(sys.argv[1:]),
+        "command": command or "python -m labkit.gpu.sections " + " ".join(sys.argv[1:]),
         "git_commit": commit,
         "git_dirty": bool(dirty) if dirty is not None else None,
         "kernel_defaults": {"block_v": gumbel.GPU_BLOCK_V, "num_warps": gumbel.GPU_NUM_WARPS,
@@ -454,7 +454,7 @@ def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), l
     One warm-up run first (Triton compiles, graphs are captured on first use), then `repeats`
     runs; medians. The toy models are tiny, so the engine is bound by Python and launches: the
     numbers compare modes, they are not a serving benchmark."""
-    from labkit.bench import BenchConfig, run_bench
+    from labkit.repro import BenchConfig, run_bench
     from labkit.models import load_toy_models
 
     out = {"warmup_runs": 1, "graph_step_applications": graph_step_applications()}
@@ -658,7 +658,7 @@ def _print_summary(record: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.benchmarks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m labkit.gpu.sections", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder for gpu_benchmarks.json")
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help="comma-separated subset of: " + ", ".join(SECTIONS))
@@ -668,8 +668,8 @@ def main(argv=None) -> int:
                              "keeps a CUDA error in one from losing the others)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("python -m labkit.benchmarks: needs a CUDA device; on the CPU, plot the recorded data with "
-              "labkit.timing.save_timing_figures", file=sys.stderr)
+        print("python -m labkit.gpu.sections: needs a CUDA device; on the CPU, plot the recorded data with "
+              "labkit.viz.timing_plots.save_timing_figures", file=sys.stderr)
         return 2
     os.environ.setdefault("LABKIT_BACKEND", "triton")
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]

@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from labkit.errors import LabkitInputError
+from labkit.checks import LabkitInputError
 
 ROLES = ("input", "mapping", "output", "scratch")
 INDEXED_BY = ("row", "slot")
@@ -560,9 +560,9 @@ def _eager(spec):
 
 def build_speculator(mode: str, models=None, *, num_steps: int = 2, max_num_reqs: int = 8,
                      capture_sizes=(1, 2, 4, 8)):
-    """The speculator of one bench mode (see :data:`labkit.bench.MODES`), recording its writes."""
+    """The speculator of one bench mode (see :data:`labkit.repro.MODES`), recording its writes."""
     from labkit import backends
-    from labkit.bench import MODES
+    from labkit.modes import MODES
     from labkit.models import load_toy_models
     from labkit.speculator import make_speculator
 

@@ -37,7 +37,7 @@ from typing import Sequence
 import torch
 
 from labkit import backends
-from labkit.errors import LabkitInputError
+from labkit.checks import LabkitInputError
 
 DEFAULT_CONTEXT = "the kind baker lives in the "
 DEFAULT_N = 16384

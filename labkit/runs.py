@@ -1,0 +1,137 @@
+"""Recorded runs: the scenario timeline, the step inputs it feeds the speculator, and engine runs.
+
+    timeline_run(schedule, fix, drafter)   -> RecordedRun   a hand-built batch schedule (fast)
+    engine_run(drafter, fill, mask, pad)   -> RecordedRun   the toy engine with record=True (cached)
+
+The notebooks, the explorer widget, the CLI's figures and the tests all draw from these, so the
+scenario of docs/MECHANICS.md is written down once, here.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from labkit.checks import PaddedSlotOutOfBoundsError
+from labkit.speculator import FixSwitches, LaunchRecord, make_speculator
+
+# MECHANICS.md's timeline: 8 live requests in slots 0..7, then slot 3 finishes (capture sizes 1, 2, 4, 8).
+MECHANICS_SCHEDULE: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7))
+# A longer schedule for tests and demos: the batch grows, shrinks, a freed slot is reused.
+LONG_SCHEDULE: tuple[tuple[int, ...], ...] = (
+    (0, 1, 2), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7), (1, 2, 4, 5, 6, 7),
+    (1, 2, 4, 5, 6, 7, 0), (1, 2, 5, 6, 7, 0), (2, 5, 7, 0), (2, 5, 0), (5, 0, 1), (5, 0, 1, 3, 4),
+)
+
+@dataclass
+class RecordedRun:
+    """The launches of one run (one per engine step), or why the run was refused."""
+
+    launches: list[LaunchRecord]
+    steps: list[int]
+    label: str
+    error: str | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_models():
+    from labkit.backends import default_device
+    from labkit.models import load_toy_models
+
+    return load_toy_models(default_device())
+
+
+def _timeline_inputs(models, slots, step: int, max_num_reqs: int):
+    """Contexts from real corpus prompts (one per slot, fixed), temperatures 0.8/1.0, fixed seeds."""
+    from labkit.corpus import sample_prompts
+    from labkit.models import encode_context
+
+    prompts = sample_prompts(max_num_reqs, seed=7)
+    # Each step moves every request on by one character, so contexts change from step to step.
+    histories = [models.tokenizer.encode(prompts[s] + "and the way home"[:step]) for s in slots]
+    contexts = encode_context(histories, models.draft.context_len, models.tokenizer.pad_id)
+    temperature = torch.tensor([0.8 if s % 2 else 1.0 for s in range(max_num_reqs)], dtype=torch.float32)
+    seeds = torch.arange(max_num_reqs, dtype=torch.int64) * 1_000_003 + 17
+    positions = torch.tensor([len(h) for h in histories], dtype=torch.int64)
+    device = next(models.draft.parameters()).device  # the GPU on a GPU box
+    return tuple(t.to(device) for t in (torch.tensor(slots, dtype=torch.int32), temperature, seeds,
+                                         contexts, positions))
+
+
+def timeline_run(schedule=MECHANICS_SCHEDULE, fix: FixSwitches = FixSwitches.before(), drafter: str = "autoregressive",
+                 *, num_steps: int = 2, capture_sizes=(1, 2, 4, 8), use_graphs: bool = True) -> RecordedRun:
+    """Drive a Speculator directly through `schedule` (live slots per step, in batch-row order)."""
+    models = _cached_models()
+    max_num_reqs = capture_sizes[-1]
+    spec = make_speculator(drafter, models.draft, max_num_reqs=max_num_reqs, num_steps=num_steps,
+                           capture_sizes=capture_sizes, fix=fix, use_graphs=use_graphs, record=True)
+    launches = []
+    label = f"{drafter}, {_fix_words(fix, drafter)}"
+    try:
+        for step, slots in enumerate(schedule):
+            spec.propose(*_timeline_inputs(models, list(slots), step, max_num_reqs))
+            launches.append(spec.last_record)
+    except PaddedSlotOutOfBoundsError as err:
+        return RecordedRun(launches, list(range(len(launches))), label, error=str(err))
+    return RecordedRun(launches, list(range(len(launches))), label)
+
+
+def _fix_words(fix: FixSwitches, drafter: str) -> str:
+    parts = [f"fill {'on' if fix.fill_padding else 'off'}", f"mask {'on' if fix.mask_kernel else 'off'}"]
+    if drafter == "dflash":
+        parts.append(f"DFlash pad {fix.dflash_pad}")
+    return ", ".join(parts)
+
+
+def switches(fill: bool, mask: bool, dflash_pad: int = -1) -> FixSwitches:
+    return FixSwitches(fill_padding=bool(fill), mask_kernel=bool(mask), dflash_pad=int(dflash_pad))
+
+
+@functools.lru_cache(maxsize=32)
+def engine_run(drafter: str = "autoregressive", fill: bool = False, mask: bool = False, dflash_pad: int = 0,
+               prompts: int = 10, seed: int = 0) -> RecordedRun:
+    """The toy engine over a small bench workload with record=True (cached per argument set)."""
+    from labkit.modes import Mode
+    from labkit.repro import BenchConfig, engine_config
+    from labkit.corpus import sample_prompts
+    from labkit.engine import Engine, make_requests
+
+    models = _cached_models()
+    cfg = BenchConfig(prompts=prompts, seed=seed)
+    fix = switches(fill, mask, dflash_pad)
+    mode = Mode("explorer", "", drafter=drafter, fix=fix)
+    requests = make_requests(models.tokenizer, sample_prompts(prompts, seed), seed,
+                             min_new_tokens=cfg.min_new_tokens, max_new_tokens=cfg.max_new_tokens,
+                             arrivals_per_step=cfg.arrivals_per_step)
+    label = f"engine, {prompts} prompts, {drafter}, {_fix_words(fix, drafter)}"
+    try:
+        run = Engine(models, engine_config(mode, cfg, record=True)).generate(requests)
+    except PaddedSlotOutOfBoundsError as err:
+        return RecordedRun([], [], label, error=str(err))
+    return RecordedRun([r.launch for r in run.records], [r.step for r in run.records], label)
+
+
+Source = Callable[[str, bool, bool, int], RecordedRun]
+
+
+def engine_source(prompts: int = 10, seed: int = 0) -> Source:
+    def source(drafter, fill, mask, dflash_pad):
+        # The pad only matters to the DFlash drafter: one cache entry per distinct run.
+        pad = int(dflash_pad) if drafter == "dflash" else -1
+        return engine_run(drafter, bool(fill), bool(mask), pad, prompts, seed)
+    return source
+
+
+def timeline_source(schedule=LONG_SCHEDULE, num_steps: int = 2) -> Source:
+    cache: dict = {}
+
+    def source(drafter, fill, mask, dflash_pad):
+        pad = int(dflash_pad) if drafter == "dflash" else -1
+        key = (drafter, bool(fill), bool(mask), pad)
+        if key not in cache:
+            cache[key] = timeline_run(schedule, switches(fill, mask, pad), drafter, num_steps=num_steps)
+        return cache[key]
+    return source

@@ -1,0 +1,1 @@
+"""The workshop: exercise checkers, feedback, hints, and the student edition."""
