@@ -15,8 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from labkit import backends
-from labkit.corpus import sample_prompts, word_share_in_corpus
 from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.corpus import sample_prompts, word_share_in_corpus
 from labkit.engine import Engine, RunResult, make_requests
 from labkit.models import ToyModels, load_toy_models
 from labkit.modes import DEFAULT_MODES, MODES, Mode, engine_config_for, resolve_modes

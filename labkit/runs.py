@@ -94,10 +94,10 @@ def switches(fill: bool, mask: bool, dflash_pad: int = -1) -> FixSwitches:
 def engine_run(drafter: str = "autoregressive", fill: bool = False, mask: bool = False, dflash_pad: int = 0,
                prompts: int = 10, seed: int = 0) -> RecordedRun:
     """The toy engine over a small bench workload with record=True (cached per argument set)."""
-    from labkit.modes import Mode
-    from labkit.repro import BenchConfig, engine_config
     from labkit.corpus import sample_prompts
     from labkit.engine import Engine, make_requests
+    from labkit.modes import Mode
+    from labkit.repro import BenchConfig, engine_config
 
     models = _cached_models()
     cfg = BenchConfig(prompts=prompts, seed=seed)

@@ -36,8 +36,15 @@ sys.path.insert(0, str(REPO))
 
 from labkit import corpus  # noqa: E402
 from labkit.models import (  # noqa: E402
-    ALPHABET, DATA_DIR, DRAFT_PATH, TARGET_PATH, CharTokenizer, TinyLM,
-    TinyLMConfig, sample_text, save_checkpoint,
+    ALPHABET,
+    DATA_DIR,
+    DRAFT_PATH,
+    TARGET_PATH,
+    CharTokenizer,
+    TinyLM,
+    TinyLMConfig,
+    sample_text,
+    save_checkpoint,
 )
 
 CORPUS_SEED = 1234

@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 
 from labkit import backends
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.proofs.audit import (
     Buffer,
     OwnershipTable,
@@ -21,7 +22,6 @@ from labkit.proofs.audit import (
     smallest_failing_batch,
     trace_launch,
 )
-from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.speculator import FixSwitches, Speculator
 
 KERNEL_BACKEND = "interpreter" if backends.KERNELS_INTERPRETED else backends.backend()

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from labkit.checks import LabkitInputError
 from labkit.modes import ALL_MODES, resolve_modes
 from labkit.repro import BenchConfig, run_bench
-from labkit.checks import LabkitInputError
 
 CHECKED = ["graph-buggy", "graph-fixed", "graph-fill-only", "graph-mask-only", "greedy-graph-buggy",
            "dflash-buggy", "dflash-fixed"]

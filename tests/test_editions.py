@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.workshop.editions import CODE_PLACEHOLDER, build_student_edition, student_notebook
 from labkit.checks import LabkitInputError
+from labkit.workshop.editions import CODE_PLACEHOLDER, build_student_edition, student_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 EXERCISES = NOTEBOOKS / "07_exercises.ipynb"

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from labkit.checks import LabkitInputError
 from labkit.corpus import sample_prompts
 from labkit.engine import Engine, EngineConfig, Request, RequestStateTable, make_requests
-from labkit.checks import LabkitInputError
 from labkit.models import TinyLM, ToyModels
 from labkit.speculator import FixSwitches
 

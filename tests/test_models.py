@@ -10,8 +10,18 @@ import torch.nn.functional as F
 
 from labkit import corpus
 from labkit.models import (
-    ALPHABET, DATA_DIR, DRAFT_PATH, TARGET_PATH, CharTokenizer, RowwiseLinear,
-    TinyLM, TinyLMConfig, _build, encode_context, load_toy_models, sample_text,
+    ALPHABET,
+    DATA_DIR,
+    DRAFT_PATH,
+    TARGET_PATH,
+    CharTokenizer,
+    RowwiseLinear,
+    TinyLM,
+    TinyLMConfig,
+    _build,
+    encode_context,
+    load_toy_models,
+    sample_text,
 )
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
-from matplotlib.colors import to_hex
 
-from labkit.viz import plots
-from labkit.speculator import FixSwitches
 from labkit.runs import timeline_run
+from labkit.speculator import FixSwitches
+from labkit.viz import plots
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +137,8 @@ def test_write_all_writes_pngs_and_includes_timing(tmp_path, monkeypatch, buggy)
     import sys
     import types
 
-    from labkit.viz import figures
     from labkit.repro import BenchConfig, BenchResult, ModeResult
+    from labkit.viz import figures
 
     timing = types.ModuleType("labkit.viz.timing_plots")
     timing.save_timing_figures = lambda outdir: [outdir / "timing_fake.png"]

@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from labkit.viz import plots  # noqa: E402
 from labkit.runs import LONG_SCHEDULE, engine_run, timeline_source  # noqa: E402
+from labkit.viz import plots  # noqa: E402
 from labkit.viz.widgets import Explorer, explorer_state  # noqa: E402
 
 

@@ -454,8 +454,8 @@ def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), l
     One warm-up run first (Triton compiles, graphs are captured on first use), then `repeats`
     runs; medians. The toy models are tiny, so the engine is bound by Python and launches: the
     numbers compare modes, they are not a serving benchmark."""
-    from labkit.repro import BenchConfig, run_bench
     from labkit.models import load_toy_models
+    from labkit.repro import BenchConfig, run_bench
 
     out = {"warmup_runs": 1, "graph_step_applications": graph_step_applications()}
     models = load_toy_models("cuda")

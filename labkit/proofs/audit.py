@@ -562,8 +562,8 @@ def build_speculator(mode: str, models=None, *, num_steps: int = 2, max_num_reqs
                      capture_sizes=(1, 2, 4, 8)):
     """The speculator of one bench mode (see :data:`labkit.repro.MODES`), recording its writes."""
     from labkit import backends
-    from labkit.modes import MODES
     from labkit.models import load_toy_models
+    from labkit.modes import MODES
     from labkit.speculator import make_speculator
 
     if mode not in MODES:

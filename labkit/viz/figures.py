@@ -34,8 +34,8 @@ def write_all(outdir="figures", *, bench=None, bench_prompts: int = 50, explorer
     """
     from labkit.modes import DEFAULT_MODES
     from labkit.repro import BenchConfig, run_bench
-    from labkit.speculator import FixSwitches
     from labkit.runs import engine_run, timeline_run
+    from labkit.speculator import FixSwitches
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

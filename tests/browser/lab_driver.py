@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
+import re
 import secrets
 import shutil
 import socket

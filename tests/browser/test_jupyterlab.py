@@ -21,7 +21,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from lab_driver import LabServer, NotebookPage, launch_browser, missing_requirements
 
 REPO = Path(__file__).resolve().parents[2]
