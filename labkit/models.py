@@ -14,24 +14,33 @@ them, so nothing is trained or downloaded at run time.
 Batch invariance
 ----------------
 The kit compares runs in which the same sequence is computed in batches of
-different sizes (e.g. an eager step vs. a padded CUDA-graph batch) and expects
-bit-identical logits.  On this CPU build (MKL / oneDNN), plain
-``torch.nn.functional.linear`` is *not* batch-invariant: a batch of one row
-takes a matrix-vector path and larger batches a blocked GEMM whose reduction
-order depends on the batch size and the row's position in the batch, so
-``linear(x)[i] != linear(x[i:i+1])[0]`` in the last bits for almost every
-batch size.  :class:`RowwiseLinear` instead computes each row as its own
-1 x K by K x N product via ``torch.bmm`` against a stride-0 expanded weight;
-every row then goes through the same kernel with the same shapes, which is
-bit-identical for any batch size, row position and thread count (checked for
-batch sizes 1..300 and 1/2/4 threads).  All other ops in the forward pass are
-either exact (embedding gather, ReLU, additions, reshapes) or reduce within a
-single row (LayerNorm), so the whole model is batch-invariant.  See
-``tests/test_models.py``.
+different sizes (an eager step vs. a padded CUDA-graph batch) and expects
+bit-identical logits, so that "identical to eager" means "untouched by the
+bug".  Two things can break that on the CPU:
+
+* Plain ``torch.nn.functional.linear`` takes a matrix-vector path for one row
+  and a blocked GEMM for more, with reduction orders that depend on the batch.
+  :class:`RowwiseLinear` computes each row as its own 1 x K by K x N product
+  (``torch.bmm`` against a stride-0 expanded weight), so every row meets the
+  same kernel with the same shapes.
+* With several threads, MKL may split one small product across threads, and
+  how it splits depends on the batch size and even on the machine's load
+  (seen with 2 threads on a busy 2-core AVX-512 machine: a batch of 1 differed
+  from batches of 2+ in the last bits).  So the forward pass runs on one CPU
+  thread (:func:`_one_cpu_thread`); the toy models are small enough that this
+  costs nothing measurable, and a row's result is then the same for any batch
+  size, row position and torch thread count.
+
+Every other op is exact (embedding gather, ReLU, additions, reshapes) or
+reduces within a single row (LayerNorm).  On CUDA the linear layers use a
+fixed-order Triton kernel (:mod:`labkit.kernels.rowwise_linear`), because
+cuBLAS is not batch-invariant either.  ``tests/test_models.py`` checks batch
+sizes 1..64 at 1, 2, 4 and 8 threads, and that all thread counts agree.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +87,23 @@ class CharTokenizer:
 
     def __repr__(self) -> str:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+@contextlib.contextmanager
+def _one_cpu_thread(device: torch.device):
+    """Run the enclosed CPU work on one intra-op thread (see "Batch invariance" above)."""
+    if device.type != "cpu":
+        yield
+        return
+    previous = torch.get_num_threads()
+    if previous == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 class RowwiseLinear(nn.Linear):
@@ -154,12 +180,16 @@ class TinyLM(nn.Module):
         return self
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        with _one_cpu_thread(tokens.device):
+            return self._forward(tokens)
+
+    def _forward(self, tokens: torch.Tensor) -> torch.Tensor:
         batch = tokens.shape[0]
         x = self.embed(tokens).reshape(batch, self.context_len * self.config.embed_dim)
         # ReLU rather than GELU/tanh: it is exact, so vectorised and scalar
         # code paths (which may split a batch differently) agree bit for bit.
         h = torch.relu(self.inp_norm(self.inp(x)))
-        for lin, norm in zip(self.blocks, self.block_norms):
+        for lin, norm in zip(self.blocks, self.block_norms, strict=True):
             h = h + torch.relu(norm(lin(self.dropout(h))))
         logits = self.head(self.dropout(h))
         return logits.reshape(batch, self.num_future, self.vocab_size)

@@ -82,6 +82,10 @@ class Split:
         return ctx, targets
 
 
+def _shape(cfg: TinyLMConfig) -> str:
+    return f"{cfg.embed_dim} / {cfg.hidden_dim} / {cfg.num_layers}"
+
+
 def truncate_contexts(ctx: torch.Tensor, gen: torch.Generator, pad_id: int) -> torch.Tensor:
     """Left-pad a random subset of contexts to a random shorter length, so the
     model also learns to continue short prompts that arrive left-padded."""
@@ -212,12 +216,13 @@ def main() -> None:
     def fmt(losses: list[float]) -> str:
         return ", ".join(f"{x:.4f}" for x in losses)
 
+    share_label = f"word share in corpus, {NUM_SAMPLES} samples x {SAMPLE_CHARS} chars, T=1 (mean / min)"
     summary = f"""\
 | | target | draft |
 | --- | --- | --- |
 | context_len | {target_cfg.context_len} | {draft_cfg.context_len} |
 | num_future (heads) | {target_cfg.num_future} | {draft_cfg.num_future} |
-| embed / hidden / layers | {target_cfg.embed_dim} / {target_cfg.hidden_dim} / {target_cfg.num_layers} | {draft_cfg.embed_dim} / {draft_cfg.hidden_dim} / {draft_cfg.num_layers} |
+| embed / hidden / layers | {_shape(target_cfg)} | {_shape(draft_cfg)} |
 | dropout (training only) | {target_cfg.dropout} | {draft_cfg.dropout} |
 | parameters | {t_stats['params']:,} | {d_stats['params']:,} |
 | weight file | {sizes['target.pt']:,} bytes | {sizes['draft.pt']:,} bytes |
@@ -225,7 +230,7 @@ def main() -> None:
 | training time | {t_stats['seconds']:.0f} s | {d_stats['seconds']:.0f} s |
 | train loss per head (nats/char) | {fmt(t_stats['train_loss'])} | {fmt(d_stats['train_loss'])} |
 | val loss per head (nats/char) | {fmt(t_stats['val_loss'])} | {fmt(d_stats['val_loss'])} |
-| word share in corpus, {NUM_SAMPLES} samples x {SAMPLE_CHARS} chars, T=1 (mean / min) | {t_share:.3f} / {t_min:.3f} | {d_share:.3f} / {d_min:.3f} |
+| {share_label} | {t_share:.3f} / {t_min:.3f} | {d_share:.3f} / {d_min:.3f} |
 
 Acceptance rate of speculative sampling, draft head 0 vs target, temperature 1,
 a = mean over {len(val_ids):,} validation positions of sum_x min(p(x), q(x)): **{accept:.3f}**

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -121,6 +126,24 @@ def test_batch_invariance(toy, which):
         assert torch.equal(model(padded)[:3], single[:3])
 
 
+PROBE = Path(__file__).resolve().parent / "probes" / "batch_invariance.py"
+
+
+def test_batch_invariance_at_every_thread_count():
+    """Rows are bit-identical for any batch size at 1, 2, 4 and 8 torch threads, and the thread
+    count itself changes no row (each count runs in its own process: torch fixes it at start)."""
+    env = {**os.environ, "LABKIT_BACKEND": "torch"}
+    runs = []
+    for threads in (1, 2, 4, 8):
+        out = subprocess.run([sys.executable, str(PROBE), str(threads)], capture_output=True, text=True,
+                             env=env, timeout=300, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for run in runs:
+        assert run["mismatches"] == [], run
+    assert [r["threads"] for r in runs] == [1, 2, 4, 8]
+    assert len({r["digest"] for r in runs}) == 1, runs
+
+
 def test_fresh_model_is_batch_invariant():
     torch.manual_seed(0)
     model = TinyLM(TinyLMConfig(vocab_size=31, context_len=8, num_future=2, embed_dim=4,
@@ -145,7 +168,7 @@ def test_shipped_weights_load_with_weights_only():
 def test_load_returns_fresh_modules(toy):
     again = load_toy_models()
     assert again.target is not toy.target and again.draft is not toy.draft
-    for a, b in zip(again.target.parameters(), toy.target.parameters()):
+    for a, b in zip(again.target.parameters(), toy.target.parameters(), strict=True):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
 
 
