@@ -12,11 +12,12 @@ environment before the first kernel module executes. So this module runs before 
                  semantics, including the order in which rows store.
 
 Override with the environment variable ``LABKIT_BACKEND`` (set before importing labkit), or switch
-to ``torch`` at any time with :func:`set_backend`.
+to ``torch`` at any time with :func:`set_backend` (for one block: ``with using_backend("torch"):``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -143,6 +144,20 @@ def set_backend(name: str) -> str:
     previous, _current = _current, name
     _say_once_if_torch()
     return previous
+
+
+@contextlib.contextmanager
+def using_backend(name: str):
+    """Run the block under backend `name`; the previous backend is back afterwards, even on error.
+
+    The same rules as :func:`set_backend` apply ('torch' always works; 'interpreter' and 'triton'
+    only if the kernels were defined that way at import).
+    """
+    previous = set_backend(name)
+    try:
+        yield name
+    finally:
+        set_backend(previous)
 
 
 def default_device() -> torch.device:

@@ -15,16 +15,19 @@ from typing import Callable
 
 import torch
 
-from labkit.checks import PaddedSlotOutOfBoundsError
+from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.speculator import FixSwitches, LaunchRecord, make_speculator
 
 # MECHANICS.md's timeline: 8 live requests in slots 0..7, then slot 3 finishes (capture sizes 1, 2, 4, 8).
 MECHANICS_SCHEDULE: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7))
+# Its second step: 7 live rows padded to a graph of 8, row 7 keeping slot 7 unless the fix fills it.
+MECHANICS_BATCH: tuple[int, ...] = MECHANICS_SCHEDULE[1]
 # A longer schedule for tests and demos: the batch grows, shrinks, a freed slot is reused.
 LONG_SCHEDULE: tuple[tuple[int, ...], ...] = (
     (0, 1, 2), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7), (1, 2, 4, 5, 6, 7),
     (1, 2, 4, 5, 6, 7, 0), (1, 2, 5, 6, 7, 0), (2, 5, 7, 0), (2, 5, 0), (5, 0, 1), (5, 0, 1, 3, 4),
 )
+
 
 @dataclass
 class RecordedRun:
@@ -44,21 +47,51 @@ def _cached_models():
     return load_toy_models(default_device())
 
 
-def _timeline_inputs(models, slots, step: int, max_num_reqs: int):
-    """Contexts from real corpus prompts (one per slot, fixed), temperatures 0.8/1.0, fixed seeds."""
-    from labkit.corpus import sample_prompts
-    from labkit.models import encode_context
+# Each step moves every request on by one character of this walk, so contexts change step to step.
+_WALK = "and the way home "
+_PROMPT_SEED = 7
 
-    prompts = sample_prompts(max_num_reqs, seed=7)
-    # Each step moves every request on by one character, so contexts change from step to step.
-    histories = [models.tokenizer.encode(prompts[s] + "and the way home"[:step]) for s in slots]
-    contexts = encode_context(histories, models.draft.context_len, models.tokenizer.pad_id)
-    temperature = torch.tensor([0.8 if s % 2 else 1.0 for s in range(max_num_reqs)], dtype=torch.float32)
-    seeds = torch.arange(max_num_reqs, dtype=torch.int64) * 1_000_003 + 17
-    positions = torch.tensor([len(h) for h in histories], dtype=torch.int64)
-    device = next(models.draft.parameters()).device  # the GPU on a GPU box
-    return tuple(t.to(device) for t in (torch.tensor(slots, dtype=torch.int32), temperature, seeds,
-                                         contexts, positions))
+
+@functools.lru_cache(maxsize=16)
+def _slot_prompts(max_num_reqs: int, seed: int) -> tuple[str, ...]:
+    from labkit.corpus import sample_prompts
+
+    return tuple(sample_prompts(max_num_reqs, seed=_PROMPT_SEED + seed))
+
+
+def propose_inputs(spec, slots, *, step: int = 0, seed: int = 0):
+    """The inputs of one speculator step for live `slots` (in batch-row order), deterministic.
+
+    Returns (slots int32, temperature, seeds, contexts, positions) on the speculator's device,
+    ready for ``spec.propose(*...)``. Per slot s: a fixed corpus prompt (chosen by `seed`) plus
+    the first `step` characters of a fixed walk as its history, temperature 1.0 (even s) or 0.8
+    (odd s), sampling seed ``s * 1_000_003 + 17 + seed``. Slot-indexed tensors (temperature,
+    seeds) cover all ``spec.max_num_reqs`` slots, row-indexed ones (contexts, positions) the live
+    rows only, as the speculator expects.
+    """
+    from labkit.models import CharTokenizer, encode_context
+
+    slots = [int(s) for s in (slots.tolist() if isinstance(slots, torch.Tensor) else slots)]
+    M = spec.max_num_reqs
+    if any(not 0 <= s < M for s in slots):
+        raise LabkitInputError(f"slots must lie in [0, max_num_reqs={M}), got {slots}")
+    if step < 0:
+        raise LabkitInputError(f"step must be >= 0, got {step}")
+    tokenizer = CharTokenizer()
+    if spec.vocab_size != tokenizer.vocab_size:
+        raise LabkitInputError(f"propose_inputs writes the toy tokenizer's ids (vocab_size "
+                               f"{tokenizer.vocab_size}); the speculator's vocab_size is {spec.vocab_size}")
+    prompts = _slot_prompts(M, seed)
+    walk = (_WALK * (step // len(_WALK) + 1))[:step]
+    histories = [tokenizer.encode(prompts[s] + walk) for s in slots]
+    device = spec.device  # where its buffers live: the GPU on a GPU box
+    return (
+        torch.tensor(slots, dtype=torch.int32, device=device),
+        torch.tensor([0.8 if s % 2 else 1.0 for s in range(M)], dtype=torch.float32, device=device),
+        torch.arange(M, dtype=torch.int64, device=device) * 1_000_003 + 17 + seed,
+        encode_context(histories, spec.window, tokenizer.pad_id).to(device),
+        torch.tensor([len(h) for h in histories], dtype=torch.int64, device=device),
+    )
 
 
 def timeline_run(schedule=MECHANICS_SCHEDULE, fix: FixSwitches = FixSwitches.before(), drafter: str = "autoregressive",
@@ -72,7 +105,7 @@ def timeline_run(schedule=MECHANICS_SCHEDULE, fix: FixSwitches = FixSwitches.bef
     label = f"{drafter}, {_fix_words(fix, drafter)}"
     try:
         for step, slots in enumerate(schedule):
-            spec.propose(*_timeline_inputs(models, list(slots), step, max_num_reqs))
+            spec.propose(*propose_inputs(spec, slots, step=step))
             launches.append(spec.last_record)
     except PaddedSlotOutOfBoundsError as err:
         return RecordedRun(launches, list(range(len(launches))), label, error=str(err))

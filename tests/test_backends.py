@@ -71,6 +71,21 @@ def test_set_backend_switches_to_torch_and_back():
         labkit.set_backend(before)
 
 
+def test_using_backend_restores_the_previous_backend_even_on_error():
+    before = labkit.backend()
+    with backends.using_backend("torch") as name:
+        assert name == "torch" and labkit.backend() == "torch"
+    assert labkit.backend() == before
+    with pytest.raises(KeyError):
+        with backends.using_backend("torch"):
+            raise KeyError("boom")
+    assert labkit.backend() == before
+    with pytest.raises(ValueError, match="unknown backend"):
+        with backends.using_backend("opencl"):
+            pass
+    assert labkit.backend() == before
+
+
 @pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="compares the interpreter with torch")
 def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
     from labkit.corpus import sample_prompts

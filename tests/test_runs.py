@@ -1,0 +1,72 @@
+"""The one builder of a speculator step's inputs, and the scenario timeline it drives."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from labkit import backends
+from labkit.checks import LabkitInputError
+from labkit.runs import LONG_SCHEDULE, MECHANICS_BATCH, MECHANICS_SCHEDULE, propose_inputs, timeline_run
+from labkit.speculator import FixSwitches, make_speculator
+
+
+@pytest.fixture(scope="module")
+def spec(models):
+    return make_speculator("autoregressive", models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8))
+
+
+def test_propose_inputs_shapes_dtypes_and_device(spec):
+    slots, temperature, seeds, contexts, positions = propose_inputs(spec, MECHANICS_BATCH)
+    assert slots.dtype == torch.int32 and slots.tolist() == list(MECHANICS_BATCH)
+    # Slot-indexed inputs cover every slot; row-indexed ones the live rows.
+    assert temperature.shape == (8,) and seeds.shape == (8,) and seeds.dtype == torch.int64
+    assert contexts.shape == (7, spec.window) and positions.shape == (7,)
+    assert {t.device for t in (slots, temperature, seeds, contexts, positions)} == {spec.device}
+    assert len(set(seeds.tolist())) == 8
+    # Each row's position is the length of its history, whose tail is the context's last token.
+    assert bool((positions > 0).all()) and bool((contexts[:, -1] != 0).all())
+
+
+def test_propose_inputs_is_deterministic_and_moves_with_step_and_seed(spec):
+    def same(a, b):
+        return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+    first = propose_inputs(spec, [0, 3, 5])
+    assert same(first, propose_inputs(spec, torch.tensor([0, 3, 5])))
+    stepped = propose_inputs(spec, [0, 3, 5], step=1)
+    assert torch.equal(stepped[4], first[4] + 1) and not torch.equal(stepped[3], first[3])
+    # A slot's inputs do not depend on which other slots are live, or on its row.
+    alone = propose_inputs(spec, [5])
+    assert torch.equal(alone[3][0], first[3][2]) and torch.equal(alone[4][0], first[4][2])
+    reseeded = propose_inputs(spec, [0, 3, 5], seed=1)
+    assert not torch.equal(reseeded[2], first[2]) and not torch.equal(reseeded[3], first[3])
+    # Steps past the walk's length keep moving every request on by one character.
+    late = [propose_inputs(spec, [0], step=s)[4].item() for s in (30, 31)]
+    assert late[1] == late[0] + 1
+
+
+@pytest.mark.parametrize("slots,step,message", [
+    ([0, 8], 0, "slots must lie in"), ([-1], 0, "slots must lie in"), ([0], -1, "step must be"),
+])
+def test_propose_inputs_refuses_bad_arguments(spec, slots, step, message):
+    with pytest.raises(LabkitInputError, match=message):
+        propose_inputs(spec, slots, step=step)
+
+
+def test_the_speculator_accepts_them_for_every_step_of_the_long_schedule(spec):
+    for step, slots in enumerate(LONG_SCHEDULE):
+        tokens = spec.propose(*propose_inputs(spec, slots, step=step))
+        assert tokens.shape == (len(slots), spec.num_steps)
+
+
+def test_the_timeline_shows_the_stale_row_before_the_fix_and_none_after():
+    assert MECHANICS_BATCH == MECHANICS_SCHEDULE[1] and len(MECHANICS_BATCH) == 7
+    with backends.using_backend("torch"):
+        before = timeline_run(MECHANICS_SCHEDULE, FixSwitches.before())
+        after = timeline_run(MECHANICS_SCHEDULE, FixSwitches.after())
+    assert before.error is None and after.error is None
+    assert [launch.collisions() for launch in (before.launches[0], after.launches[0], after.launches[1])] == [[]] * 3
+    # Padded row 7 keeps slot 7 (a live request now in row 6) before the fix: its stores collide.
+    assert {slot for slot, *_ in before.launches[1].collisions()} == {7}
+    assert before.launches[1].mapping[7] == 7 and after.launches[1].mapping[7] == -1
