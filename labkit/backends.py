@@ -18,11 +18,14 @@ to ``torch`` at any time with :func:`set_backend` (for one block: ``with using_b
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import os
 import sys
 
 import torch
+
+from labkit.checks import LabkitInputError
 
 BACKENDS = ("triton", "interpreter", "torch")
 
@@ -64,7 +67,7 @@ if HAS_TRITON:
     # Now that the mode is fixed, make sure Triton really imports (a broken or foreign install
     # counts as "no Triton": the torch references take over).
     try:
-        import triton  # noqa: F401
+        importlib.import_module("triton")
     except Exception:
         HAS_TRITON = False
         if _IMPORT_BACKEND in ("triton", "interpreter") and os.environ.get("LABKIT_BACKEND"):
@@ -130,7 +133,7 @@ def set_backend(name: str) -> str:
     global _current
     name = name.strip().lower()
     if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+        raise LabkitInputError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "interpreter" and not KERNELS_INTERPRETED:
         raise RuntimeError(
             "the Triton kernels were compiled for the GPU when labkit was imported; "

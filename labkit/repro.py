@@ -19,7 +19,7 @@ from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.corpus import sample_prompts, word_share_in_corpus
 from labkit.engine import Engine, RunResult, make_requests
 from labkit.models import ToyModels, load_toy_models
-from labkit.modes import DEFAULT_MODES, MODES, Mode, engine_config_for, resolve_modes
+from labkit.modes import DEFAULT_MODES, MODES, engine_config_for, resolve_modes
 
 
 @dataclass
@@ -74,20 +74,20 @@ def _finite(value):
     return value
 
 
-def engine_config(mode: Mode | str, cfg: BenchConfig, record: bool = False):
-    """The engine configuration of `mode` at the bench's shapes."""
-    return engine_config_for(mode, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
-                             capture_sizes=cfg.capture_sizes, record=record)
+def bench_requests(cfg: BenchConfig, tokenizer, prompts: list[str] | None = None) -> list:
+    """The bench's workload: fresh requests (per-request seeds, lengths, arrival steps) every call."""
+    prompts = sample_prompts(cfg.prompts, cfg.seed) if prompts is None else prompts
+    return make_requests(tokenizer, prompts, cfg.seed, min_new_tokens=cfg.min_new_tokens,
+                         max_new_tokens=cfg.max_new_tokens, arrivals_per_step=cfg.arrivals_per_step)
 
 
 def run_mode(mode_name: str, cfg: BenchConfig, models: ToyModels, prompts: list[str],
-             progress=None, record: bool = False, device=None) -> RunResult:
+             progress=None, device=None) -> RunResult:
     """One mode over the bench's workload (fresh requests, same seeds every time)."""
-    mode = MODES[mode_name]
-    requests = make_requests(models.tokenizer, prompts, cfg.seed, min_new_tokens=cfg.min_new_tokens,
-                             max_new_tokens=cfg.max_new_tokens, arrivals_per_step=cfg.arrivals_per_step)
-    engine = Engine(models, engine_config(mode, cfg, record), device=device)
-    return engine.generate(requests, progress=progress)
+    config = engine_config_for(mode_name, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
+                               capture_sizes=cfg.capture_sizes)
+    engine = Engine(models, config, device=device)
+    return engine.generate(bench_requests(cfg, models.tokenizer, prompts), progress=progress)
 
 
 def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: ToyModels | None = None,
@@ -171,9 +171,9 @@ def format_table(result: BenchResult) -> str:
             f"{r.tokens_per_s:.0f}",
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head[:-1])]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  " + head[-1]]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False)) + "  " + head[-1]]
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
     return "\n".join(lines)
 
 

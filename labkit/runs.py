@@ -16,7 +16,8 @@ from typing import Callable
 import torch
 
 from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
-from labkit.speculator import FixSwitches, LaunchRecord, make_speculator
+from labkit.modes import Mode, engine_config_for, speculator_for
+from labkit.speculator import FixSwitches, LaunchRecord
 
 # MECHANICS.md's timeline: 8 live requests in slots 0..7, then slot 3 finishes (capture sizes 1, 2, 4, 8).
 MECHANICS_SCHEDULE: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7))
@@ -97,12 +98,11 @@ def propose_inputs(spec, slots, *, step: int = 0, seed: int = 0):
 def timeline_run(schedule=MECHANICS_SCHEDULE, fix: FixSwitches = FixSwitches.before(), drafter: str = "autoregressive",
                  *, num_steps: int = 2, capture_sizes=(1, 2, 4, 8), use_graphs: bool = True) -> RecordedRun:
     """Drive a Speculator directly through `schedule` (live slots per step, in batch-row order)."""
-    models = _cached_models()
-    max_num_reqs = capture_sizes[-1]
-    spec = make_speculator(drafter, models.draft, max_num_reqs=max_num_reqs, num_steps=num_steps,
-                           capture_sizes=capture_sizes, fix=fix, use_graphs=use_graphs, record=True)
-    launches = []
     label = f"{drafter}, {_fix_words(fix, drafter)}"
+    mode = Mode("timeline", label, drafter=drafter, use_graphs=use_graphs, fix=fix)
+    spec = speculator_for(mode, _cached_models().draft, max_num_reqs=capture_sizes[-1], num_steps=num_steps,
+                          capture_sizes=capture_sizes, record=True)
+    launches = []
     try:
         for step, slots in enumerate(schedule):
             spec.propose(*propose_inputs(spec, slots, step=step))
@@ -120,6 +120,7 @@ def _fix_words(fix: FixSwitches, drafter: str) -> str:
 
 
 def switches(fill: bool, mask: bool, dflash_pad: int = -1) -> FixSwitches:
+    """The fix switches of an explorer setting (plain bools and an int, as widgets give them)."""
     return FixSwitches(fill_padding=bool(fill), mask_kernel=bool(mask), dflash_pad=int(dflash_pad))
 
 
@@ -127,21 +128,17 @@ def switches(fill: bool, mask: bool, dflash_pad: int = -1) -> FixSwitches:
 def engine_run(drafter: str = "autoregressive", fill: bool = False, mask: bool = False, dflash_pad: int = 0,
                prompts: int = 10, seed: int = 0) -> RecordedRun:
     """The toy engine over a small bench workload with record=True (cached per argument set)."""
-    from labkit.corpus import sample_prompts
-    from labkit.engine import Engine, make_requests
-    from labkit.modes import Mode
-    from labkit.repro import BenchConfig, engine_config
+    from labkit.engine import Engine
+    from labkit.repro import BenchConfig, bench_requests
 
     models = _cached_models()
     cfg = BenchConfig(prompts=prompts, seed=seed)
     fix = switches(fill, mask, dflash_pad)
-    mode = Mode("explorer", "", drafter=drafter, fix=fix)
-    requests = make_requests(models.tokenizer, sample_prompts(prompts, seed), seed,
-                             min_new_tokens=cfg.min_new_tokens, max_new_tokens=cfg.max_new_tokens,
-                             arrivals_per_step=cfg.arrivals_per_step)
     label = f"engine, {prompts} prompts, {drafter}, {_fix_words(fix, drafter)}"
+    config = engine_config_for(Mode("explorer", label, drafter=drafter, fix=fix), max_num_reqs=cfg.max_num_reqs,
+                               num_steps=cfg.num_steps, capture_sizes=cfg.capture_sizes, record=True)
     try:
-        run = Engine(models, engine_config(mode, cfg, record=True)).generate(requests)
+        run = Engine(models, config).generate(bench_requests(cfg, models.tokenizer))
     except PaddedSlotOutOfBoundsError as err:
         return RecordedRun([], [], label, error=str(err))
     return RecordedRun([r.launch for r in run.records], [r.step for r in run.records], label)
