@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # The second Triton whose interpreter runs the kernel tests (the newest, with the strictest masks).
 TRITON_NEXT := 3.9.0
 
-.PHONY: lab test test-unit test-notebooks test-triton-next test-browser student figures bench clean
+.PHONY: lab test lint test-unit test-notebooks test-triton-next test-browser student figures bench clean
 
 $(STAMP): pyproject.toml requirements/ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,11 @@ $(STAMP): pyproject.toml requirements/ci.txt
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00_setup_and_tour.ipynb
 
-test: test-unit test-notebooks test-triton-next test-browser
+test: lint test-unit test-notebooks test-triton-next test-browser
+
+# The linter first: seconds, and it catches a broken import before the long stages.
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests --ignore=tests/browser
