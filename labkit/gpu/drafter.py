@@ -1,0 +1,100 @@
+"""Why drafters run inside CUDA graphs at all: a draft step replayed from a graph against eager
+launches, and the toy engine end to end.
+
+    bench_graphs                one draft step per batch size: graph replay vs eager launches
+    bench_e2e                   tokens/s of the toy engine per mode
+    graph_step_applications     how often GraphRunner applies a step on the call that captures it
+
+The speculator is the kit's own (mode ``graph-fixed``), built by :func:`labkit.modes.speculator_for`
+and fed by :func:`labkit.runs.propose_inputs`; benchmarks build it with ``validate=False`` so that
+the sampling launch does not check its inputs on the host (which synchronises).
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+
+import torch
+
+from labkit.gpu.harness import measure
+
+TOY_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def toy_speculator(capture_sizes=TOY_CAPTURE_SIZES, *, num_steps: int = 4, validate: bool = False,
+                   mode: str = "graph-fixed"):
+    """The toy drafter on the GPU, every slot live, inputs from labkit.runs.propose_inputs."""
+    from labkit.models import load_toy_models
+    from labkit.modes import speculator_for
+    from labkit.runs import propose_inputs
+
+    models = load_toy_models("cuda")
+    spec = speculator_for(mode, models.draft, max_num_reqs=max(capture_sizes), num_steps=num_steps,
+                          capture_sizes=tuple(capture_sizes), device="cuda", validate=validate)
+    spec.copy_request_inputs(*propose_inputs(spec, list(range(spec.max_num_reqs)), seed=1))
+    return spec
+
+
+def bench_graphs(capture_sizes=TOY_CAPTURE_SIZES, k: int = 4, log=print) -> dict:
+    """One draft step (k x (draft forward + sampling)) per batch size: eager vs graph replay.
+
+    'eager' is the kit's eager path (the sampling launch checks its inputs on the host, which
+    synchronises); 'eager_launches' skips those checks, leaving only the launches, as a production
+    eager mode would; 'graph' replays the captured step."""
+    fast = toy_speculator(capture_sizes, num_steps=k, validate=False)
+    checked = toy_speculator(capture_sizes, num_steps=k, validate=True)
+    out = []
+    with torch.no_grad():
+        for n in capture_sizes:
+            graph = fast.runner.graph_for(n, fast.run_rows)
+            t_fast = measure({"eager_launches": functools.partial(fast.run_rows, n), "graph": graph.replay},
+                             flush=False)
+            t_kit = measure({"eager": functools.partial(checked.run_rows, n)}, flush=False)
+            entry = {"rows": n, "k": k, "ms": {**t_kit, **t_fast},
+                     "speedup_vs_eager_launches": t_fast["eager_launches"] / t_fast["graph"],
+                     "speedup_vs_kit_eager": t_kit["eager"] / t_fast["graph"]}
+            log(f"  rows {n:>3}: graph {t_fast['graph']*1e3:7.1f} us, eager launches "
+                f"{t_fast['eager_launches']*1e3:7.1f} us ({entry['speedup_vs_eager_launches']:.1f}x), "
+                f"kit eager {t_kit['eager']*1e3:7.1f} us ({entry['speedup_vs_kit_eager']:.1f}x)")
+            out.append(entry)
+    return {"draft_model": "toy TinyLM draft (labkit/data/draft.pt)", "vocab": fast.vocab_size,
+            "capture_sizes": list(capture_sizes), "sizes": out}
+
+
+def graph_step_applications() -> int:
+    """How many times GraphRunner.run applies a step on the call that captures its graph.
+
+    1 is right. The runner warms the step up eagerly (so Triton compiles before capture); if it
+    then replayed the new graph as well, a step that updates its own inputs (the autoregressive
+    drafter shifts its context and positions in place) would run twice on that call. The record
+    made on 2026-11-29 found 2 (fixed since in labkit/graphs.py)."""
+    from labkit.graphs import GraphRunner
+
+    counter = torch.zeros(1, device="cuda")
+    GraphRunner([2], device="cuda").run(1, lambda rows: counter.add_(1))
+    torch.cuda.synchronize()
+    return int(counter.item())
+
+
+def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), log=print) -> dict:
+    """Tokens/s of the toy engine over the bench workload (50 prompts), per mode.
+
+    One warm-up run first (Triton compiles, graphs are captured on first use), then `repeats`
+    runs; medians. The toy models are tiny, so the engine is bound by Python and launches: the
+    numbers compare modes, they are not a serving benchmark."""
+    from labkit.models import load_toy_models
+    from labkit.repro import BenchConfig, run_bench
+
+    out = {"warmup_runs": 1, "graph_step_applications": graph_step_applications()}
+    models = load_toy_models("cuda")
+    runs = []
+    run_bench(BenchConfig(), modes, progress=False, device="cuda", models=models)  # warm-up
+    for r in range(repeats):
+        res = run_bench(BenchConfig(), modes, progress=False, device="cuda", models=models).to_json()
+        runs.append(res["modes"])
+        log(f"  run {r}: " + ", ".join(f"{m} {v['tokens_per_s']:.0f} tok/s ({v['corrupted']} corrupted)"
+                                       for m, v in res["modes"].items()))
+    out.update(config=res["config"], runs=runs,
+               median_tokens_per_s={m: statistics.median(run[m]["tokens_per_s"] for run in runs) for m in runs[0]})
+    return out

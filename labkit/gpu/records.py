@@ -1,0 +1,105 @@
+"""The JSON record a GPU run writes: provenance first, then one key per section.
+
+A record is what :mod:`labkit.viz.timing_plots` plots on any machine (copies live in
+``labkit/data/gpu/``), so it carries everything needed to judge its numbers later: device,
+driver, CUDA, torch and Triton versions, the date, the command, and the git commit.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+RECORD_NAME = "gpu_benchmarks.json"
+PROGRAM = "python -m labkit.gpu"
+TIMING_NOTE = ("CUDA events per iteration, median. kernel.ms: a CUDA graph holding one call, replayed with "
+               "the L2 flushed (256 MiB write) before each replay (cold GPU time, no Python); "
+               "kernel.eager_ms: the same calls launched from Python; kernel.graph_ms: warm replays of 20 "
+               "calls / 20, interleaved masked/unmasked")
+
+
+def _output_of(cmd: list[str]) -> str | None:
+    """A command's stdout, or None if it is missing, fails or hangs (provenance is best-effort)."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _nvidia_smi() -> dict:
+    smi = _output_of(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit",
+                      "--format=csv,noheader"])
+    parts = [p.strip() for p in smi.splitlines()[0].split(",")] if smi else []
+    driver, max_sm, max_mem, power = (parts + [None] * 4)[:4]
+    return {"driver": driver, "max_sm_clock": max_sm, "max_mem_clock": max_mem, "power_limit": power}
+
+
+def _git() -> dict:
+    root = Path(__file__).resolve().parents[2]
+    commit = _output_of(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
+    dirty = _output_of(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    if commit is None and os.environ.get("LABKIT_SOURCE_COMMIT"):
+        # A copy of the working tree without .git (a lent GPU machine): the caller says which.
+        commit, dirty = os.environ["LABKIT_SOURCE_COMMIT"], None
+    return {"git_commit": commit, "git_dirty": bool(dirty) if dirty is not None else None}
+
+
+def command_line(argv: list[str]) -> str:
+    return " ".join([PROGRAM, *argv])
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def provenance(command: str) -> dict:
+    """Where and when a record was made (needs a CUDA device)."""
+    import torch
+    import triton
+
+    from labkit.kernels import gumbel
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "sm_count": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "compute_capability": f"{props.major}.{props.minor}",
+        **_nvidia_smi(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "date": utc_now(),
+        "command": command,
+        **_git(),
+        "kernel_defaults": {"block_v": gumbel.GPU_BLOCK_V, "num_warps": gumbel.GPU_NUM_WARPS,
+                            "fast_math": gumbel.GPU_FAST_MATH},
+        "timing": TIMING_NOTE,
+    }
+
+
+def read_record(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Write the record whole, through a temporary file: a run killed mid-write keeps the last one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, path)
+
+
+def add_command(record: dict, command: str) -> dict:
+    """Note one more invocation that added sections to an existing record."""
+    prov = record.setdefault("provenance", {})
+    commands = prov.setdefault("commands", [prov["command"]] if "command" in prov else [])
+    commands.append(command)
+    prov["date_last_section"] = utc_now()
+    return record

@@ -1,0 +1,79 @@
+"""The few lines printed at the end of a GPU run: the numbers a reader looks for first."""
+
+from __future__ import annotations
+
+BIG = 256 * 151936  # rows x vocab from which the kernel is bandwidth-bound
+
+
+def _kernel_lines(kernel: dict) -> list[str]:
+    lines = ["Sampling kernel at rows x vocab >= 256 x 151936 (kernel alone; bytes = read logits + write q):"]
+    for e in kernel.get("sizes", []):
+        if e["rows"] * e["vocab"] < BIG:
+            continue
+        ms = e["ms"]
+        line = (f"  {e['rows']:>3} x {e['vocab']}: masked {e['bytes']/ms['masked']/1e6:6.0f} GB/s = "
+                f"{ms['copy']/ms['masked']:.0%} of copy; masked/unmasked {ms['masked']/ms['unmasked']:.3f}; "
+                f"torch hash port {ms['torch']/ms['masked_call']:.1f}x slower")
+        if "compiled_ms" in e:
+            line += f"; torch.compile {e['compiled_ms']/ms['masked_call']:.1f}x slower"
+        lines.append(line)
+        if "half_padded_ms" in e:
+            h = e["half_padded_ms"]
+            lines.append(f"      half padded: early exit {h['early_exit']/h['masked']:.2f} of masked, "
+                         f"live rows alone {h['live_rows_only']/h['masked']:.2f}")
+    return lines
+
+
+def _natural_lines(natural: dict) -> list[str]:
+    lines = ["The kernel's whole call against torch samplers (cold graph replays; eager in brackets):"]
+    for e in natural.get("sizes", []):
+        eager = e.get("kernel_faster_by_eager", {})
+        lines.append(f"  {e['rows']} x {e['vocab']}: " + ", ".join(
+            f"{n} {v:.1f}x ({eager.get(n, float('nan')):.1f}x)" for n, v in e["kernel_faster_by"].items()))
+    return lines
+
+
+def _race_blocks_lines(race: dict) -> list[str]:
+    lines = []
+    for r in (race, race.get("toy_vocab")):
+        if not r or "padded_share_per_launch" not in r:
+            continue
+        shares = r["padded_share_per_launch"]
+        wins = r["whole_launch_wins"]
+        lines.append(f"Race at vocab {r['vocab']} ({r['num_blocks']} blocks of {r['block_v']}): whole launches "
+                     f"won by the padded row {wins['padded']}, by the live row {wins['live']}, of {r['launches']}; "
+                     f"padded share of q {sum(shares) / len(shares):.1%}; mixed blocks {r['mixed_blocks']}")
+    return lines
+
+
+def _sanitizer_lines(san: dict) -> list[str]:
+    return [f"memcheck, {case}: {san[case]['errors']} errors ({san[case]['invalid_reads']} invalid reads, "
+            f"{san[case]['invalid_writes']} invalid writes)" for case in ("fixed", "fill_only") if case in san]
+
+
+def summary_lines(record: dict) -> list[str]:
+    """Readable lines for the sections present (and not failed) in `record`."""
+    ok = {k: v for k, v in record.items() if isinstance(v, dict) and "error" not in v}
+    lines = []
+    if "kernel" in ok:
+        lines += [""] + _kernel_lines(ok["kernel"])
+    if "torch_natural" in ok:
+        lines += [""] + _natural_lines(ok["torch_natural"])
+    if "graphs" in ok:
+        lines += ["", "Draft step, graph replay speed-up over eager launches: " + ", ".join(
+            f"{e['rows']}: {e['speedup_vs_eager_launches']:.1f}x" for e in ok["graphs"]["sizes"])]
+    if "e2e" in ok:
+        lines += ["", "End to end tokens/s (median): " + ", ".join(
+            f"{m} {v:.0f}" for m, v in ok["e2e"]["median_tokens_per_s"].items())]
+    if "race_blocks" in ok:
+        lines += [""] + _race_blocks_lines(ok["race_blocks"])
+    if "sanitizer" in ok:
+        lines += [""] + _sanitizer_lines(ok["sanitizer"])
+    failed = [k for k, v in record.items() if isinstance(v, dict) and "error" in v]
+    if failed:
+        lines += ["", "Sections that failed (their error is in the record): " + ", ".join(failed)]
+    return lines
+
+
+def print_summary(record: dict) -> None:
+    print("\n".join(summary_lines(record)))
