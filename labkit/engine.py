@@ -29,7 +29,7 @@ from labkit import backends
 from labkit.checks import LabkitInputError
 from labkit.kernels.rejection import rejection_sample
 from labkit.models import ToyModels, encode_context
-from labkit.speculator import FixSwitches, LaunchRecord, make_speculator
+from labkit.speculator import FixSwitches, LaunchRecord, Speculator, make_speculator
 
 
 @dataclass
@@ -145,7 +145,15 @@ def make_requests(tokenizer, prompts: list[str], seed: int = 0, *, min_new_token
 
 
 class Engine:
-    def __init__(self, models: ToyModels, config: EngineConfig = EngineConfig(), device=None):
+    """Runs requests to completion with `config`'s drafter, or with a prebuilt `speculator`.
+
+    A prebuilt speculator (the workshop passes one whose sampler is a learner's kernel) must
+    match `config`: same drafter, k, fix, graph mode and drafting, room for config.max_num_reqs
+    slots, on the engine's device.
+    """
+
+    def __init__(self, models: ToyModels, config: EngineConfig = EngineConfig(), device=None, *,
+                 speculator: Speculator | None = None):
         if models.target.vocab_size != models.draft.vocab_size:
             raise LabkitInputError(
                 f"target vocab {models.target.vocab_size} != draft vocab {models.draft.vocab_size}: "
@@ -155,12 +163,16 @@ class Engine:
         self.models = models
         self.config = config
         self.pad_id = models.tokenizer.pad_id
-        self.speculator = make_speculator(
-            config.drafter, models.draft,
-            max_num_reqs=config.max_num_reqs, num_steps=config.num_steps,
-            capture_sizes=config.capture_sizes, use_graphs=config.use_graphs, fix=config.fix,
-            probabilistic=config.probabilistic, device=self.device, record=config.record,
-        )
+        if speculator is None:
+            speculator = make_speculator(
+                config.drafter, models.draft,
+                max_num_reqs=config.max_num_reqs, num_steps=config.num_steps,
+                capture_sizes=config.capture_sizes, use_graphs=config.use_graphs, fix=config.fix,
+                probabilistic=config.probabilistic, device=self.device, record=config.record,
+            )
+        else:
+            _check_speculator_matches(speculator, config, self.device)
+        self.speculator = speculator
         self.table = RequestStateTable(config.max_num_reqs, self.device)
         verify = config.verify_backend
         if verify is None:
@@ -230,7 +242,7 @@ class Engine:
 
         # Target scores every prefix: history + drafts[:j] for j = 0..k (outside the graph).
         draft_lists = drafts.tolist()
-        prefixes = [h + d[:j] for h, d in zip(histories, draft_lists) for j in range(k + 1)]
+        prefixes = [h + d[:j] for h, d in zip(histories, draft_lists, strict=True) for j in range(k + 1)]
         target_ctx = encode_context(prefixes, self.models.target.context_len, self.pad_id).to(self.device)
         target_logits = self.models.target(target_ctx)[:, 0, :].view(len(batch), k + 1, -1)
 
@@ -246,3 +258,25 @@ class Engine:
         safe_tokens = verdict.tokens.clamp(min=0)
         nll = -logp.gather(2, safe_tokens[:, :, None]).squeeze(2)
         return verdict, nll.cpu()
+
+
+def _check_speculator_matches(spec: Speculator, config: EngineConfig, device: torch.device) -> None:
+    """A prebuilt speculator must run what `config` describes, or the run's records would lie."""
+    if not isinstance(spec, Speculator):
+        raise LabkitInputError(f"speculator must be a labkit Speculator, got {type(spec).__name__}")
+    wanted = dict(drafter=config.drafter if config.drafter != "ar" else "autoregressive",
+                  num_steps=config.num_steps, fix=config.fix, probabilistic=config.probabilistic,
+                  use_graphs=config.use_graphs, capture_sizes=list(config.capture_sizes))
+    actual = dict(drafter=spec.drafter, num_steps=spec.num_steps, fix=spec.fix, probabilistic=spec.probabilistic,
+                  use_graphs=spec.runner.mode == "full", capture_sizes=spec.runner.capture_sizes)
+    differing = [f"{name}: config {wanted[name]!r}, speculator {actual[name]!r}"
+                 for name in wanted if wanted[name] != actual[name]]
+    if spec.max_num_reqs < config.max_num_reqs:
+        differing.append(f"max_num_reqs: config {config.max_num_reqs}, speculator {spec.max_num_reqs}")
+    if config.record and not spec.record:
+        differing.append("record: the config records steps, the speculator was built with record=False")
+    if (spec.device.type, spec.device.index or 0) != (device.type, device.index or 0):
+        differing.append(f"device: engine {device}, speculator {spec.device}")
+    if differing:
+        raise LabkitInputError("the speculator does not match the engine's config (" + "; ".join(differing)
+                               + "): build both from one mode, e.g. with labkit.modes")

@@ -68,24 +68,42 @@ class GraphRunner:
         if self.mode == "eager":
             step(rows)
             return rows
-        graph = self._graphs.get(rows)
-        if graph is None:
-            graph = self._graphs[rows] = self._capture(rows, step)
-            if self.real_graphs:
-                # The warm-up inside _capture already applied the step to these inputs; replaying
-                # too would apply it twice, and a step that updates its own inputs in place (the
-                # drafter shifts its context and positions) would draft from the wrong context.
-                return rows
+        graph, captured_now = self._graph_for(rows, step)
+        if captured_now and self.real_graphs:
+            # The warm-up inside _capture already applied the step to these inputs; replaying
+            # too would apply it twice, and a step that updates its own inputs in place (the
+            # drafter shifts its context and positions) would draft from the wrong context.
+            return rows
         self._replay(graph)
         return rows
+
+    def graph_for(self, rows: int, step: StepFn):
+        """The graph of `rows` rows (one of the capture sizes), capturing `step` on first use.
+
+        The returned object has ``.replay()``. On CUDA a first capture runs `step` once outside the
+        graph first (the warm-up that compiles the kernels), so the buffers have seen one step.
+        """
+        if self.mode == "eager":
+            raise LabkitInputError("an eager runner captures no graphs: it runs each step on num_reqs rows")
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows not in self.capture_sizes:
+            raise LabkitInputError(
+                f"rows must be one of the capture sizes {self.capture_sizes}, got {rows!r}"
+            )
+        return self._graph_for(rows, step)[0]
+
+    def _graph_for(self, rows: int, step: StepFn):
+        graph = self._graphs.get(rows)
+        if graph is not None:
+            return graph, False
+        graph = self._graphs[rows] = self._capture(rows, step)
+        return graph, True
 
     def capture_all(self, step: StepFn) -> None:
         """Capture every size up front, as vLLM does at start-up (with whatever the buffers hold)."""
         if self.mode == "eager":
             return
         for size in self.capture_sizes:
-            if size not in self._graphs:
-                self._graphs[size] = self._capture(size, step)
+            self._graph_for(size, step)
 
     def reset(self) -> None:
         self._graphs.clear()

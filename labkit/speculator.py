@@ -20,7 +20,9 @@ turned on alone and its effect seen.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -74,6 +76,16 @@ class LaunchRecord:
     temperature: torch.Tensor  # [max_num_reqs] as copied this step
     draft_logits: torch.Tensor | None  # [max_num_reqs, k, V] q after the launch (by slot)
 
+    def own_sample_row(self, live_row: int, step: int) -> int:
+        """The sample row whose store into q[slot of `live_row`, `step`] is the right one.
+
+        Autoregressive drafting samples every step in the live row itself; DFlash-style drafting
+        has one sample row per (request, step), row ``live_row * k + step``.
+        """
+        if self.samples_per_req > 1:
+            return live_row * self.samples_per_req + step
+        return live_row
+
     def collisions(self) -> list[tuple[int, int, int, int]]:
         """(slot, step, padded row that wrote last, live row that owned it) for overwritten q."""
         if self.writer is None:
@@ -83,16 +95,22 @@ class LaunchRecord:
         for slot, live_row in owner.items():
             for step in range(self.writer.shape[1]):
                 w = int(self.writer[slot, step])
-                own_sample_row = live_row * self.samples_per_req + (step if self.samples_per_req > 1 else 0)
-                if w >= 0 and w != own_sample_row:
+                if w >= 0 and w != self.own_sample_row(live_row, step):
                     found.append((slot, step, w, live_row))
         return found
 
 
 class Speculator:
-    """Autoregressive drafter (EAGLE/MTP style): k draft steps, each a forward and a sampling launch."""
+    """Autoregressive drafter (EAGLE/MTP style): k draft steps, each a forward and a sampling launch.
 
-    kind = "autoregressive"
+    `validate` is passed to the sampling kernel (its input checks synchronise with a GPU, so
+    benchmarks turn them off). `sampler`, if given, replaces :func:`~labkit.kernels.gumbel.gumbel_sample`:
+    it is called as ``sampler(logits, idx_mapping, temperature, seeds, positions, draft_logits, *,
+    draft_step, samples_per_req, masked, trace)``, which both gumbel_sample and gumbel_sample_torch
+    accept (the workshop plugs a learner's kernel in here).
+    """
+
+    drafter = "autoregressive"
 
     def __init__(
         self,
@@ -107,11 +125,15 @@ class Speculator:
         device: torch.device | str | None = None,
         mapping_dtype: torch.dtype = torch.int32,
         record: bool = False,
+        validate: bool = True,
+        sampler: Callable[..., torch.Tensor] | None = None,
     ):
         if max_num_reqs < 1:
             raise LabkitInputError(f"max_num_reqs must be >= 1, got {max_num_reqs}")
         if num_steps < 1:
             raise LabkitInputError(f"num_steps (k) must be >= 1, got {num_steps}")
+        if sampler is not None and not callable(sampler):
+            raise LabkitInputError(f"sampler must be a function with gumbel_sample's signature, got {sampler!r}")
         device = torch.device(device) if device is not None else next(draft_model.parameters()).device
         self.model = draft_model
         self.device = device
@@ -120,10 +142,16 @@ class Speculator:
         self.fix = fix
         self.probabilistic = probabilistic
         self.record = record
+        self.validate = validate
+        self.sampler = sampler if sampler is not None else functools.partial(gumbel_sample, validate=validate)
         self.vocab_size = draft_model.vocab_size
         self.window = draft_model.context_len
-        M, k, V = max_num_reqs, num_steps, self.vocab_size
+        self._allocate_buffers(mapping_dtype)
+        self.runner = GraphRunner(capture_sizes, mode="full" if use_graphs else "eager", device=device)
+        self.last_record: LaunchRecord | None = None
 
+    def _allocate_buffers(self, mapping_dtype: torch.dtype) -> None:
+        M, k, V, device = self.max_num_reqs, self.num_steps, self.vocab_size, self.device
         # NOTE: idx_mapping is signed on purpose: -1 marks a padded row.
         self.idx_mapping = torch.zeros(M, dtype=mapping_dtype, device=device)
         check_mapping_dtype(self.idx_mapping)
@@ -132,12 +160,10 @@ class Speculator:
         self.input_tokens = torch.zeros(M, self.window, dtype=torch.int64, device=device)
         self.positions = torch.zeros(M, dtype=torch.int64, device=device)
         self.draft_tokens = torch.zeros(M, k, dtype=torch.int64, device=device)
-        self.draft_logits = torch.zeros(M, k, V, dtype=torch.float32, device=device) if probabilistic else None
-        self.trace = WriteTrace.empty(M, k, device) if record else None
+        self.draft_logits = torch.zeros(M, k, V, dtype=torch.float32, device=device) if self.probabilistic else None
+        self.trace = WriteTrace.empty(M, k, device) if self.record else None
         self.row_logits = torch.zeros(M * self.samples_per_req, k if self.samples_per_req == 1 else 1, V,
-                                      dtype=torch.float32, device=device) if record else None
-        self.runner = GraphRunner(capture_sizes, mode="full" if use_graphs else "eager", device=device)
-        self.last_record: LaunchRecord | None = None
+                                      dtype=torch.float32, device=device) if self.record else None
 
     samples_per_req = 1
 
@@ -178,7 +204,7 @@ class Speculator:
         self._refuse_unmasked_negative_slots(num_reqs, rows)
         if self.trace is not None:
             self.trace.reset()
-        self.runner.run(num_reqs, self._propose_rows)
+        self.runner.run(num_reqs, self.run_rows)
         if self.record:
             self.last_record = self._make_record(num_reqs, rows, slots)
         return self.draft_tokens[:num_reqs].clone()
@@ -201,11 +227,11 @@ class Speculator:
         if not self.probabilistic:
             # Greedy drafting: an argmax, no q kept, nothing stored by slot -- immune to the bug.
             return logits.argmax(dim=-1)
-        return gumbel_sample(logits, mapping, self.temperature, self.seeds, positions, self.draft_logits,
-                             draft_step, samples_per_req=samples_per_req, masked=self.fix.mask_kernel,
-                             trace=self.trace)
+        return self.sampler(logits, mapping, self.temperature, self.seeds, positions, self.draft_logits,
+                            draft_step=draft_step, samples_per_req=samples_per_req,
+                            masked=self.fix.mask_kernel, trace=self.trace)
 
-    def _propose_rows(self, rows: int) -> None:
+    def run_rows(self, rows: int) -> None:
         """The captured work: k x (draft forward + sampling) on `rows` rows of the buffers."""
         for step in range(self.num_steps):
             logits = self.model(self.input_tokens[:rows])[:, 0, :]
@@ -247,7 +273,7 @@ class DFlashSpeculator(Speculator):
     real ``num_reqs``. The eager path processes only the live rows (the PR's small optimisation).
     """
 
-    kind = "dflash"
+    drafter = "dflash"
 
     def __init__(self, draft_model, *, num_steps: int = 4, **kwargs):
         if num_steps > draft_model.num_future:
@@ -264,13 +290,13 @@ class DFlashSpeculator(Speculator):
         self.sample_pos = torch.zeros(M * k, dtype=torch.int64, device=self.device)
 
     def _prepare_sample_rows(self, num_reqs: int) -> None:
-        prepare_dflash_sample_mapping(self.idx_mapping, self.positions, num_reqs, self.num_steps,
-                                      self.sample_idx_mapping, self.sample_pos, pad_value=self.fix.dflash_pad)
+        prepare_dflash_sample_mapping(self.idx_mapping, self.positions, self.sample_idx_mapping, self.sample_pos,
+                                      num_reqs=num_reqs, num_steps=self.num_steps, pad_value=self.fix.dflash_pad)
 
     def _padding_is_negative(self) -> bool:
         return self.fix.dflash_pad < 0
 
-    def _propose_rows(self, rows: int) -> None:
+    def run_rows(self, rows: int) -> None:
         k = self.num_steps
         logits = self.model(self.input_tokens[:rows])[:, :k, :].reshape(rows * k, self.vocab_size)
         if self.row_logits is not None:

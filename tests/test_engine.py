@@ -9,8 +9,9 @@ import pytest
 from labkit.checks import LabkitInputError
 from labkit.corpus import sample_prompts
 from labkit.engine import Engine, EngineConfig, Request, RequestStateTable, make_requests
+from labkit.kernels.gumbel import gumbel_sample
 from labkit.models import TinyLM, ToyModels
-from labkit.speculator import FixSwitches
+from labkit.speculator import FixSwitches, make_speculator
 
 SMALL = dict(num_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8))
 
@@ -81,3 +82,36 @@ def test_requests_cannot_be_run_twice(models):
     engine.generate(reqs)
     with pytest.raises(LabkitInputError, match="already run"):
         engine.generate(reqs)
+
+
+def test_a_prebuilt_speculator_runs_in_place_of_the_configs_own(models):
+    config = EngineConfig(**SMALL, fix=FixSwitches.after())
+    calls = []
+
+    def sampler(*args, **kwargs):
+        calls.append(1)
+        return gumbel_sample(*args, **kwargs)
+
+    spec = make_speculator(config.drafter, models.draft, max_num_reqs=8, num_steps=3, capture_sizes=(1, 2, 4, 8),
+                           fix=config.fix, sampler=sampler)
+
+    def reqs():
+        return make_requests(models.tokenizer, sample_prompts(4, 2), 2, min_new_tokens=6, max_new_tokens=10)
+
+    plugged = Engine(models, config, speculator=spec)
+    assert plugged.speculator is spec
+    assert plugged.generate(reqs()).outputs == Engine(models, config).generate(reqs()).outputs
+    assert calls, "the engine drafted with the speculator it was given"
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(num_steps=2), "num_steps: config 3, speculator 2"),
+    (dict(fix=FixSwitches.before()), "fix"),
+    (dict(max_num_reqs=4, capture_sizes=(1, 2, 4)), "max_num_reqs: config 8, speculator 4"),
+    (dict(use_graphs=False), "use_graphs"),
+])
+def test_a_speculator_that_does_not_match_the_config_is_refused(models, change, match):
+    kwargs = {**SMALL, "fix": FixSwitches.after(), **change}
+    spec = make_speculator("autoregressive", models.draft, **kwargs)
+    with pytest.raises(LabkitInputError, match=match):
+        Engine(models, EngineConfig(**SMALL, fix=FixSwitches.after()), speculator=spec)

@@ -79,3 +79,22 @@ def test_real_cuda_graph_replays_with_new_buffer_contents():
     runner.run(3, step)
     torch.cuda.synchronize()
     assert runner.real_graphs and y[:4].tolist() == [10.0, 12.0, 14.0, 16.0]
+
+
+def test_graph_for_captures_once_and_returns_a_graph_to_replay():
+    calls = []
+    runner = GraphRunner([2, 4])
+    graph = runner.graph_for(4, calls.append)
+    assert runner.graph_for(4, calls.append) is graph and runner.num_captures == 1
+    graph.replay()
+    assert calls == [4]
+    assert runner.run(3, calls.append) == 4 and runner.num_captures == 1, "run() reuses the same graph"
+
+
+def test_graph_for_refuses_sizes_that_were_not_declared_and_eager_runners():
+    runner = GraphRunner([2, 4])
+    for rows in (3, 0, 4.0, True):
+        with pytest.raises(LabkitInputError, match=r"one of the capture sizes \[2, 4\]"):
+            runner.graph_for(rows, print)
+    with pytest.raises(LabkitInputError, match="eager runner captures no graphs"):
+        GraphRunner([2], mode="eager").graph_for(2, print)

@@ -57,7 +57,7 @@ def test_gumbel_kernel_matches_torch_reference(vocab, padded, stale, seed):
     for backend in (KERNEL_BACKEND, "torch"):
         q = torch.full((M, k, vocab), 7.0, device=DEVICE)
         trace = WriteTrace.empty(M, k, DEVICE)
-        tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, 1, masked=masked,
+        tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=1, masked=masked,
                                trace=trace, block_v=512 if vocab > 512 else None, backend=backend)
         outs.append((tokens.cpu(), q.cpu(), trace.writer.cpu(), trace.writes.cpu()))
     (t_k, q_k, w_k, n_k), (t_t, q_t, w_t, n_t) = outs
@@ -75,7 +75,7 @@ def test_gumbel_kernel_matches_torch_reference(vocab, padded, stale, seed):
 def test_gumbel_greedy_rows_take_the_argmax_and_store_unscaled_logits():
     logits, mapping, temperature, seeds, positions = _case(3, 5, 300, greedy_slots=range(12))
     q = torch.zeros(12, 1, 300, device=DEVICE)
-    tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, 0)
+    tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=0)
     assert torch.equal(tokens.cpu(), logits.argmax(dim=1).cpu())
     torch.testing.assert_close(q[mapping.long(), 0].cpu(), logits.cpu(), rtol=0, atol=0)
 
@@ -101,7 +101,7 @@ def test_stale_padded_row_overwrites_the_live_rows_q_and_the_mask_does_not_help(
     for masked in (False, True):
         q = torch.zeros(12, 1, 50, device=DEVICE)
         trace = WriteTrace.empty(12, 1, DEVICE)
-        gumbel_sample(logits, mapping, temperature, seeds, positions, q, 0, masked=masked, trace=trace)
+        gumbel_sample(logits, mapping, temperature, seeds, positions, q, masked=masked, trace=trace)
         torch.testing.assert_close(q[7, 0].cpu(), (logits[3] / temperature[7]).cpu(), rtol=0, atol=0)
         assert int(trace.writer[7, 0]) == 3 and int(trace.writes[7, 0]) == 2
 
@@ -111,16 +111,16 @@ def test_unmasked_kernel_refuses_slot_minus_one_with_an_explanation():
     q = torch.zeros(12, 3, 40, device=DEVICE)
     for backend in (KERNEL_BACKEND, "torch"):
         with pytest.raises(PaddedSlotOutOfBoundsError, match=r"rows \[4, 5\].*out-of-bounds.*mask"):
-            gumbel_sample(logits, mapping, temperature, seeds, positions, q, 0, masked=False, backend=backend)
+            gumbel_sample(logits, mapping, temperature, seeds, positions, q, masked=False, backend=backend)
     with pytest.raises(PaddedSlotOutOfBoundsError):
-        gumbel_sample_torch(logits, mapping, temperature, seeds, positions, q, 0, masked=False)
+        gumbel_sample_torch(logits, mapping, temperature, seeds, positions, q, masked=False)
     assert torch.all(q == 0), "nothing may be written before refusing"
 
 
 def test_masked_kernel_skips_padded_rows_entirely():
     logits, mapping, temperature, seeds, positions = _case(6, 6, 40, padded=3)
     q = torch.full((12, 3, 40), 5.0, device=DEVICE)
-    gumbel_sample(logits, mapping, temperature, seeds, positions, q, 2)
+    gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=2)
     live = mapping[:3].long()
     assert torch.all(q[live, 2] != 5.0)
     untouched = torch.ones(12, dtype=torch.bool)
@@ -146,7 +146,8 @@ def test_bad_shapes_and_slots_are_refused():
     with pytest.raises(LabkitInputError, match="vocab"):
         gumbel_sample(logits, mapping, temperature, seeds, positions, torch.zeros(12, 2, 21, device=DEVICE))
     with pytest.raises(LabkitInputError, match="do not fit"):
-        gumbel_sample(logits, mapping, temperature, seeds, positions, torch.zeros(12, 2, 20, device=DEVICE), 2)
+        gumbel_sample(logits, mapping, temperature, seeds, positions, torch.zeros(12, 2, 20, device=DEVICE),
+                      draft_step=2)
     big = mapping.clone()
     big[0] = 12
     with pytest.raises(LabkitInputError, match="max_num_reqs"):
@@ -172,7 +173,8 @@ def test_dflash_prepare_matches_reference(pad_value, num_reqs):
     for backend in (KERNEL_BACKEND, "torch"):
         sm = torch.full((M * k,), 99, dtype=torch.int32, device=DEVICE)
         sp = torch.full((M * k,), 99, dtype=torch.int64, device=DEVICE)
-        prepare_dflash_sample_mapping(mapping, positions, num_reqs, k, sm, sp, pad_value=pad_value, backend=backend)
+        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, num_steps=k, pad_value=pad_value,
+                                      backend=backend)
         outs.append((sm.cpu(), sp.cpu()))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     sm, sp = outs[0]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.models import encode_context
 from labkit.speculator import DFlashSpeculator, FixSwitches, Speculator
 
@@ -103,3 +104,36 @@ def test_too_many_requests_and_bad_slots_are_refused(models):
     with pytest.raises(LabkitInputError, match="different devices"):
         slots, temperature, seeds, contexts, positions = _inputs(models, [0, 1], 0)
         spec.propose(slots, temperature, seeds, contexts.to("meta"), positions)
+
+
+def test_own_sample_row_is_the_live_row_or_its_dflash_sample_row(models):
+    ar = _timeline(models, FixSwitches.after()).last_record
+    assert [ar.own_sample_row(6, step) for step in range(K)] == [6, 6]
+    dflash = _timeline(models, FixSwitches.after(), cls=DFlashSpeculator).last_record
+    assert [dflash.own_sample_row(6, step) for step in range(K)] == [6 * K, 6 * K + 1]
+
+
+@pytest.mark.parametrize("cls", [Speculator, DFlashSpeculator])
+def test_a_sampler_replaces_gumbel_sample_with_the_same_keywords(models, cls):
+    calls = []
+
+    def reference(*args, **kwargs):
+        calls.append(sorted(kwargs))
+        return gumbel_sample_torch(*args, **kwargs)
+
+    plain = _timeline(models, FixSwitches.after(), cls=cls)
+    plugged = _timeline(models, FixSwitches.after(), cls=cls, sampler=reference)
+    assert calls and all(c == ["draft_step", "masked", "samples_per_req", "trace"] for c in calls)
+    assert torch.equal(plain.draft_tokens, plugged.draft_tokens)
+    with pytest.raises(LabkitInputError, match="sampler"):
+        cls(models.draft, max_num_reqs=M, num_steps=K, sampler="gumbel")
+
+
+def test_run_rows_is_the_captured_work(models):
+    spec = _timeline(models, FixSwitches.after())
+    before = spec.draft_tokens.clone()
+    spec.draft_tokens.zero_()
+    spec.input_tokens[:7].copy_(_inputs(models, [0, 1, 2, 4, 5, 6, 7], 1)[3])
+    spec.positions[:7].fill_(20)
+    spec.run_rows(8)
+    assert torch.equal(spec.draft_tokens[:7], before[:7]), "one more run of the step drafts the same tokens"

@@ -66,19 +66,19 @@ def _validate(idx_mapping, positions, num_reqs, num_steps, sample_idx_mapping, s
 def prepare_dflash_sample_mapping(
     idx_mapping: torch.Tensor,
     positions: torch.Tensor,
-    num_reqs: int,
-    num_steps: int,
     sample_idx_mapping: torch.Tensor,
     sample_pos: torch.Tensor,
     *,
+    num_reqs: int,
+    num_steps: int,
     pad_value: int = -1,
     backend: str | None = None,
 ) -> None:
     """Fill the persistent sample buffers in place (live part from the batch, the rest `pad_value`)."""
     _validate(idx_mapping, positions, num_reqs, num_steps, sample_idx_mapping, sample_pos, pad_value)
     if (backend or _backend.backend()) == "torch":
-        prepare_dflash_sample_mapping_torch(idx_mapping, positions, num_reqs, num_steps,
-                                            sample_idx_mapping, sample_pos, pad_value=pad_value)
+        prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos,
+                                            num_reqs=num_reqs, num_steps=num_steps, pad_value=pad_value)
         return
     total = sample_idx_mapping.numel()
     block = 256
@@ -88,8 +88,8 @@ def prepare_dflash_sample_mapping(
     )
 
 
-def prepare_dflash_sample_mapping_torch(idx_mapping, positions, num_reqs, num_steps,
-                                        sample_idx_mapping, sample_pos, *, pad_value=-1) -> None:
+def prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos, *,
+                                        num_reqs, num_steps, pad_value=-1) -> None:
     live = num_reqs * num_steps
     sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(num_steps)
     step = torch.arange(num_steps, device=positions.device).repeat(num_reqs)

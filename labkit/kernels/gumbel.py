@@ -253,8 +253,8 @@ def gumbel_sample(
     seeds: torch.Tensor,
     positions: torch.Tensor,
     draft_logits: torch.Tensor | None = None,
-    draft_step: int = 0,
     *,
+    draft_step: int = 0,
     samples_per_req: int = 1,
     masked: bool = True,
     early_exit: bool = False,
@@ -282,11 +282,14 @@ def gumbel_sample(
     which = backend or _backend.backend()
     if which == "torch":
         return gumbel_sample_torch(logits, idx_mapping, temperature, seeds, positions, draft_logits,
-                                   draft_step, samples_per_req=samples_per_req, masked=masked,
-                                   trace=trace)
-    return _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits,
-                          draft_step, samples_per_req, masked, early_exit, trace, block_v,
-                          num_warps, fast_math)
+                                   draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
+                                   early_exit=early_exit, trace=trace)
+    launch, finish = kernel_launcher(
+        logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step=draft_step,
+        samples_per_req=samples_per_req, masked=masked, early_exit=early_exit, trace=trace,
+        block_v=block_v, num_warps=num_warps, fast_math=fast_math)
+    launch()
+    return finish()
 
 
 # On a GPU the kernel is bound by its per-element arithmetic (a 32-bit hash and two logs) as much
@@ -338,8 +341,8 @@ def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=Non
     return cfg
 
 
-def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_logits=None, draft_step=0,
-                    *, samples_per_req=1, masked=True, early_exit=False, trace=None, block_v=None,
+def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_logits=None, *,
+                    draft_step=0, samples_per_req=1, masked=True, early_exit=False, trace=None, block_v=None,
                     num_warps=None, fast_math=None):
     """A function that launches the sampling kernel alone, with its partial-result buffers made once.
 
@@ -390,27 +393,19 @@ def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_lo
     return launch, finish
 
 
-def _launch_triton(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-                   samples_per_req, masked, early_exit, trace, block_v=None, num_warps=None,
-                   fast_math=None):
-    launch, finish = kernel_launcher(
-        logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-        samples_per_req=samples_per_req, masked=masked, early_exit=early_exit, trace=trace,
-        block_v=block_v, num_warps=num_warps, fast_math=fast_math)
-    launch()
-    return finish()
-
-
 def gumbel_sample_torch(
-    logits, idx_mapping, temperature, seeds, positions, draft_logits=None, draft_step=0, *,
-    samples_per_req=1, masked=True, trace=None,
+    logits, idx_mapping, temperature, seeds, positions, draft_logits=None, *, draft_step=0,
+    samples_per_req=1, masked=True, early_exit=False, trace=None,
 ) -> torch.Tensor:
     """Pure-torch reference with the kernel's semantics, store order included.
 
     Rows store one after another in row order, as the interpreter runs programs, so a later row
     overwrites an earlier one that holds the same slot. (A vectorised `q[slots] = x` with repeated
     slots leaves the winner undefined, which would hide exactly the effect this kit teaches.)
+    With `early_exit`, a padded row returns token 0, as the kernel's -inf partial results reduce to.
     """
+    if early_exit and not masked:
+        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
     num_rows, vocab = logits.shape
     slots = idx_mapping[:num_rows].to(torch.int64)
     if not masked and bool((slots < 0).any()):
@@ -438,4 +433,7 @@ def gumbel_sample_torch(
         if trace is not None:
             trace.writer[slot, step] = row
             trace.writes[slot, step] += 1
-    return scores.argmax(dim=1)
+    tokens = scores.argmax(dim=1)
+    if early_exit:
+        tokens = torch.where(valid, tokens, torch.zeros_like(tokens))
+    return tokens
