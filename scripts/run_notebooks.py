@@ -1,7 +1,8 @@
 """Execute notebooks top to bottom and report cells that raised, without comparing outputs.
 
-For GPU boxes, where the padded row wins the store race only most of the time, so the CPU
-outputs that nbval compares (corruption counts) legitimately differ. Usage:
+For GPU boxes. There the padded and the live row race for the same q (docs/MECHANICS.md): at
+real vocabulary sizes q comes out a different patchwork of both on every run, so the corruption
+counts that nbval compares with the CPU's outputs legitimately differ. Usage:
 
     python scripts/run_notebooks.py [notebooks/*.ipynb] [--timeout 600]
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
-# PRACTICE.md: the flags that keep Debian's Chromium quiet and offline in a container.
+# Flags that keep Debian's Chromium headless, quiet and offline in a container (as root, too):
+# without the background-networking ones it keeps trying to reach hosts a closed network refuses.
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",

@@ -1,0 +1,164 @@
+"""How long the kit makes a CPU user wait: printed against the targets, never asserted.
+
+    python scripts/bench_cpu.py                      # the default repro and every notebook under nbval
+    python scripts/bench_cpu.py --only repro         # one part (repro, notebooks, make-test, fresh-clone)
+    python scripts/bench_cpu.py --notebooks 01,03    # some notebooks only
+    python scripts/bench_cpu.py --only fresh-clone   # `make test` in a fresh clone of HEAD, set-up included
+
+Targets on a 2-core machine: the default ``python -m labkit repro`` under 10 s, every notebook
+under 60 s under nbval, ``make test`` from a fresh clone under 10 min. Timings are wall times of
+whole commands, as a user meets them, so other work on the machine slows them: the header prints
+the load average to judge that by. The exit status is 1 only if a command failed, never for time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 600.0}
+PARTS = ("repro", "notebooks", "make-test", "fresh-clone")
+DEFAULT_PARTS = ("repro", "notebooks")
+
+
+@dataclass
+class Timing:
+    what: str
+    seconds: float
+    target_s: float | None
+    ok: bool  # the command succeeded (not: within the target)
+    note: str = ""
+
+    def verdict(self) -> str:
+        if not self.ok:
+            return "FAILED"
+        if self.target_s is None:
+            return ""
+        if self.seconds <= self.target_s:
+            return "within target"
+        return f"over by {self.seconds - self.target_s:.0f} s"
+
+
+def _run(cmd: list[str], *, cwd: Path = REPO, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    return time.perf_counter() - start, done
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:100] if lines else ""
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    backend = os.environ.get("LABKIT_BACKEND", "auto")
+    return (f"{os.cpu_count()} cores ({cpu}), load average {load}, Python {platform.python_version()}, "
+            f"LABKIT_BACKEND={backend}")
+
+
+def time_repro(extra: list[str]) -> Timing:
+    cmd = [sys.executable, "-m", "labkit", "repro", *extra]
+    took, done = _run(cmd)
+    return Timing("python -m labkit repro " + " ".join(extra), took, TARGET_S["repro"], done.returncode == 0,
+                  _last_line(done.stdout if done.returncode == 0 else done.stderr))
+
+
+def time_notebooks(prefixes: list[str] | None) -> list[Timing]:
+    paths = sorted((REPO / "notebooks").glob("*.ipynb"))
+    if prefixes:
+        paths = [p for p in paths if any(p.name.startswith(x) for x in prefixes)]
+    timings = []
+    for path in paths:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+               "--nbval-current-env", "--nbval-sanitize-with", "notebooks/sanitize.cfg",
+               str(path.relative_to(REPO))]
+        took, done = _run(cmd)
+        t = Timing(f"nbval {path.name}", took, TARGET_S["notebook"], done.returncode == 0, _last_line(done.stdout))
+        print(f"  {t.what:<48} {t.seconds:7.1f} s  {t.verdict()}", flush=True)
+        timings.append(t)
+    return timings
+
+
+def _stage_timings(log: Path, label: str) -> list[Timing]:
+    rows = []
+    if log.exists():
+        for line in log.read_text().splitlines():
+            name, seconds, status = line.split(maxsplit=2)
+            rows.append(Timing(f"{label} stage {name}", float(seconds), None, not status.startswith("FAILED"), status))
+    return rows
+
+
+def time_make_test(cwd: Path, label: str) -> list[Timing]:
+    log = Path(tempfile.mkdtemp(prefix="labkit-stages-")) / "stage-times.txt"
+    env = dict(os.environ, LABKIT_STAGE_TIMES=str(log))
+    took, done = _run(["make", "test"], cwd=cwd, env=env)
+    whole = Timing(label, took, TARGET_S["make test"], done.returncode == 0, _last_line(done.stdout))
+    return _stage_timings(log, label) + [whole]
+
+
+def time_fresh_clone() -> list[Timing]:
+    with tempfile.TemporaryDirectory(prefix="labkit-clone-") as tmp:
+        clone = Path(tmp) / "labkit"
+        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+        return time_make_test(clone, "make test (fresh clone)")
+
+
+def report(timings: list[Timing]) -> str:
+    lines = [f"{'what':<52} {'seconds':>8}  {'target':>7}  verdict"]
+    for t in timings:
+        target = f"{t.target_s:.0f} s" if t.target_s is not None else ""
+        lines.append(f"{t.what:<52} {t.seconds:8.1f}  {target:>7}  {t.verdict()}  {t.note}".rstrip())
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(DEFAULT_PARTS),
+                        help=f"comma-separated parts among {', '.join(PARTS)} (default: {','.join(DEFAULT_PARTS)})")
+    parser.add_argument("--notebooks", default="", help="comma-separated notebook prefixes, e.g. 01,03 (default: all)")
+    parser.add_argument("--repro-args", default="", help="extra arguments for the repro run, e.g. '--backend torch'")
+    parser.add_argument("--json", default="", help="also write the timings to this JSON file")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose among {', '.join(PARTS)}")
+
+    print(f"== bench-cpu on {machine()}", flush=True)
+    timings: list[Timing] = []
+    if "repro" in parts:
+        timings.append(time_repro(args.repro_args.split()))
+        print(f"  {timings[-1].what:<48} {timings[-1].seconds:7.1f} s  {timings[-1].verdict()}", flush=True)
+    if "notebooks" in parts:
+        timings += time_notebooks([x.strip() for x in args.notebooks.split(",") if x.strip()] or None)
+    if "make-test" in parts:
+        timings += time_make_test(REPO, "make test")
+    if "fresh-clone" in parts:
+        timings += time_fresh_clone()
+    print("\n" + report(timings))
+    if args.json:
+        record = {"machine": machine(), "timings": [asdict(t) for t in timings]}
+        Path(args.json).write_text(json.dumps(record, indent=1))
+    return 0 if all(t.ok for t in timings) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
