@@ -19,7 +19,7 @@ def _chi_square(counts: torch.Tensor, expected: torch.Tensor) -> tuple[float, in
     return chi2, int(keep.sum()) - 1
 
 
-def _small_vocab(fast_math: int, n: int = 1 << 20, vocab: int = 64, temp: float = 0.7) -> dict:
+def small_vocab_distribution(fast_math: int, n: int = 1 << 20, vocab: int = 64, temp: float = 0.7) -> dict:
     """Token frequencies over 2**20 seeds against softmax(logits / T)."""
     g = torch.Generator(device="cuda").manual_seed(5)
     row = 2.0 * torch.randn(vocab, device="cuda", generator=g)
@@ -33,7 +33,7 @@ def _small_vocab(fast_math: int, n: int = 1 << 20, vocab: int = 64, temp: float 
     return {"draws": n, "vocab": vocab, "chi2": chi2, "dof": dof, "z": (chi2 - dof) / (2 * dof) ** 0.5}
 
 
-def _real_vocab(rows: int = 2048, vocab: int = 151936, launches: int = 32) -> dict:
+def real_vocab_distribution(rows: int = 2048, vocab: int = 151936, launches: int = 32) -> dict:
     """Tokens in 4 classes (index % 4) with logits 0, .5, 1, 1.5, where the winners' Gumbel values
     come from u within ~1e-5 of 1; and how often fast math picks another token than exact math."""
     cls_logit = torch.tensor([0.0, 0.5, 1.0, 1.5], device="cuda")
@@ -61,8 +61,8 @@ def _real_vocab(rows: int = 2048, vocab: int = 151936, launches: int = 32) -> di
 
 def exactness(log=print) -> dict:
     """The sampling distribution of the compiled kernel, per fast-math level."""
-    out = {f"small_vocab_fast{fm}": _small_vocab(fm) for fm in (0, 1, 2)}
-    out.update(_real_vocab())
+    out = {f"small_vocab_fast{fm}": small_vocab_distribution(fm) for fm in (0, 1, 2)}
+    out.update(real_vocab_distribution())
     log("  " + "; ".join(f"{k}: chi2 {v['chi2']:.1f} on {v['dof']} dof" for k, v in out.items() if isinstance(v, dict))
         + f"; fast vs exact tokens differ: {out['vocab_151936_tokens_fast2_vs_fast0_differ']}")
     return out
@@ -105,13 +105,17 @@ def _model_invariance(model, sizes, graphs: bool) -> dict:
     g = torch.Generator(device="cuda").manual_seed(2)
     x = torch.randint(0, model.vocab_size, (max(sizes), model.context_len), device="cuda", generator=g)
     alone = torch.cat([model(x[i:i + 1]) for i in range(x.shape[0])])
-    bad_eager, bad_graph, worst = [], [], 0.0
+    bad = {"eager": [], "graph": []}
+    worst = 0.0
     for n in sizes:
-        for out, bad in [(model(x[:n]), bad_eager)] + ([(_graphed_forward(model, x[:n]), bad_graph)] if graphs else []):
+        outputs = {"eager": model(x[:n])}
+        if graphs:
+            outputs["graph"] = _graphed_forward(model, x[:n])
+        for how, out in outputs.items():
             if not torch.equal(out, alone[:n]):
-                bad.append(n)
+                bad[how].append(n)
                 worst = max(worst, float((out - alone[:n]).abs().max()))
-    return {"sizes": list(sizes), "mismatched_sizes_eager": bad_eager, "mismatched_sizes_graph": bad_graph,
+    return {"sizes": list(sizes), "mismatched_sizes_eager": bad["eager"], "mismatched_sizes_graph": bad["graph"],
             "max_abs_diff": worst}
 
 

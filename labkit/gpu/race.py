@@ -112,10 +112,9 @@ def race_blocks(vocab: int = REAL_VOCAB, launches: int = 200, *, fixed: bool = F
 
 
 def race_blocks_section(launches: int = 200, toy_launches: int = 1000) -> dict:
-    """The record's "race_blocks": the real vocabulary at the top level, the toy one under "toy_vocab"."""
-    out = race_blocks(REAL_VOCAB, launches)
-    out["toy_vocab"] = race_blocks(TOY_VOCAB, toy_launches)
-    return out
+    """The record's "race_blocks": one entry per vocabulary, named ``vocab_<V>``."""
+    return {f"vocab_{REAL_VOCAB}": race_blocks(REAL_VOCAB, launches),
+            f"vocab_{TOY_VOCAB}": race_blocks(TOY_VOCAB, toy_launches)}
 
 
 def race_stats(launches: int = 500, vocab: int = TOY_VOCAB, graph: bool = False, block_v: int | None = None) -> dict:

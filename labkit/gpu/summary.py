@@ -35,8 +35,8 @@ def _natural_lines(natural: dict) -> list[str]:
 
 def _race_blocks_lines(race: dict) -> list[str]:
     lines = []
-    for r in (race, race.get("toy_vocab")):
-        if not r or "padded_share_per_launch" not in r:
+    for r in race.values():
+        if not isinstance(r, dict) or "padded_share_per_launch" not in r:
             continue
         shares = r["padded_share_per_launch"]
         wins = r["whole_launch_wins"]
