@@ -584,7 +584,7 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
     from labkit.modes import engine_config_for
     from labkit.repro import BenchConfig, bench_requests
 
-    cfg = BenchConfig(prompts=16)
+    cfg = BenchConfig(prompts=24)
     config = engine_config_for(mode, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
                                capture_sizes=cfg.capture_sizes, record=True)
     run = Engine(gpu_models, config).generate(bench_requests(cfg, gpu_models.tokenizer))
