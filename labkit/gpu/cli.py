@@ -51,8 +51,8 @@ def gpu_problem() -> str | None:
     from labkit import backends
 
     if not torch.cuda.is_available():
-        return ("needs a CUDA device, and none is visible here. On the CPU, plot the recorded data "
-                "(labkit/data/gpu/) with labkit.viz.timing_plots.save_timing_figures")
+        return ("needs a CUDA device, and none is visible here. On the CPU, `python -m labkit figures` "
+                "plots the records kept in labkit/data/gpu/")
     if backends.backend() != "triton":
         return (f"needs the compiled Triton backend, but this process uses '{backends.backend()}' "
                 "(LABKIT_BACKEND): unset LABKIT_BACKEND or set it to 'triton'")
