@@ -10,7 +10,8 @@
    the two are correlated, and rejection sampling's guarantee needs the residual draw to be
    independent of the draft. :func:`speculative_outputs` runs one speculative step for many seeds
    with the kit's counter-based noise, with the residual keyed by its own salt (correct) or by the
-   draft's salt (the bug), and returns the tokens it emits.
+   draft's salt (the bug), and returns the tokens it emits; :func:`shared_noise_effect` compares
+   both ways' distributions with p (statistics from :mod:`labkit.proofs.stats`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from labkit.kernels.noise import SALT_ACCEPT, SALT_DRAFT, SALT_RESIDUAL, gumbel_torch, row_key_torch, uniform_torch
+from labkit.proofs.stats import empirical, expected_tv, total_variation
 
 INT32_MAX = 2**31 - 1
 
@@ -48,7 +50,7 @@ def offset_rows(indices, stride: int) -> list[OffsetRow]:
     idx = torch.tensor(list(indices), dtype=torch.int64)
     exact = idx * stride
     wrapped = idx.to(torch.int32) * torch.tensor(stride, dtype=torch.int32)
-    return [OffsetRow(int(i), stride, int(e), int(w)) for i, e, w in zip(idx, exact, wrapped)]
+    return [OffsetRow(int(i), stride, int(e), int(w)) for i, e, w in zip(idx, exact, wrapped, strict=True)]
 
 
 def format_offsets(rows: list[OffsetRow], element_bytes: int = 4) -> str:
@@ -93,15 +95,32 @@ def speculative_outputs(p: torch.Tensor, q: torch.Tensor, num_seeds: int, *, sha
     return torch.where(accept, x, y)
 
 
-def empirical(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    return torch.bincount(tokens, minlength=vocab_size).to(torch.float64) / tokens.numel()
+@dataclass(frozen=True)
+class NoiseEffect:
+    """What shared noise does to the emitted distribution, next to the correct sampler's."""
+
+    p: torch.Tensor  # the target distribution
+    own_salt: torch.Tensor  # empirical distribution with the residual's own noise (correct)
+    shared: torch.Tensor  # empirical distribution with the draft's noise reused (the bug)
+    num_seeds: int
+
+    @property
+    def tv_own_salt(self) -> float:
+        return total_variation(self.own_salt, self.p)
+
+    @property
+    def tv_shared(self) -> float:
+        return total_variation(self.shared, self.p)
+
+    @property
+    def sampling_noise(self) -> float:
+        """The TV an exact sampler shows at this many seeds (its expected value)."""
+        return expected_tv(self.p, self.num_seeds)
 
 
-def total_variation(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float(0.5 * (a.to(torch.float64) - b.to(torch.float64)).abs().sum())
-
-
-def sampling_noise_tv(p: torch.Tensor, n: int) -> float:
-    """Expected TV distance of an exact n-sample empirical distribution from p (normal approximation)."""
-    p = p.to(torch.float64)
-    return float(0.5 * torch.sqrt(2 * p * (1 - p) / (torch.pi * n)).sum())
+def shared_noise_effect(p: torch.Tensor, q: torch.Tensor, num_seeds: int, **kwargs) -> NoiseEffect:
+    """:func:`speculative_outputs` both ways for `num_seeds` requests, as empirical distributions."""
+    vocab = p.numel()
+    own = empirical(speculative_outputs(p, q, num_seeds, shared_noise=False, **kwargs), vocab)
+    shared = empirical(speculative_outputs(p, q, num_seeds, shared_noise=True, **kwargs), vocab)
+    return NoiseEffect(p.to(torch.float64), own, shared, num_seeds)
