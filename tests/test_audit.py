@@ -1,121 +1,30 @@
-"""The padding-invariance audit: the test PR #47066 shipped without.
+"""The padding-invariance audit engine on a learner's own step: a one-kernel 'drafter' with logits
+by row and q by slot, written as a Triton kernel and as a torch loop (one "program" per row).
 
-It must fail on every mode that lets a padded row store into a live slot, naming the slot and the
-row, and pass on the fixed modes; and it must work on a learner's own step function.
+The audit must name the padded row that stores into a live slot, by the write trace, the mapping
+or probing; tell a live row whose own result changed with the row count from a stale store; and
+pass the fixed step. The kit's speculators are audited in tests/test_speculator_audit.py.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
 
 from labkit import backends
-from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
-from labkit.proofs.audit import (
-    Buffer,
-    OwnershipTable,
-    PaddingInvarianceError,
-    audit_speculator,
-    audit_step,
-    batch_compositions,
-    smallest_failing_batch,
-    trace_launch,
-)
-from labkit.speculator import FixSwitches, Speculator
+from labkit.checks import LabkitInputError
+from labkit.kernels.gumbel import WriteTrace
+from labkit.proofs.audit import Buffer, audit_step
+from labkit.proofs.audit_report import PaddingInvarianceError
+from labkit.proofs.ownership import OwnershipTable
 
 KERNEL_BACKEND = "interpreter" if backends.KERNELS_INTERPRETED else backends.backend()
 DEVICE = backends.default_device()
 CAN_LAUNCH_TRITON = KERNEL_BACKEND in ("interpreter", "triton")
-
 # Which of two colliding rows stores last is fixed on the CPU (programs run in grid order) and a
-# race on a GPU, so the exact reports below are CPU facts.
-pytestmark = pytest.mark.skipif(backends.backend() == "triton",
-                                reason="store order is a race on a GPU; these reports are checked on the CPU")
-FAST = settings(max_examples=6, deadline=None, derandomize=True, database=None)
-
-
-# -- the kit's modes ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("mode", ["graph-buggy", "graph-mask-only"])
-def test_audit_fails_and_names_padded_row_7_overwriting_row_6s_q(models, mode):
-    report = audit_speculator(mode, models=models)
-    assert not report.passed
-    # The MECHANICS timeline: the stale poison leaves slot 7 in padded row 7.
-    assert "padded row 7 wrote draft_logits[7, 0, :] owned by row 6 (2 rows stored there; this one landed last)" \
-        in report.sentences()
-    assert "padded row 7 wrote draft_logits[7, 1, :] owned by row 6 (2 rows stored there; this one landed last)" \
-        in report.sentences()
-    # Every finding is a padded row storing into a live slot, attributed by the kernel's own trace.
-    for f in report.findings:
-        assert f.buffer == "draft_logits" and f.writer == 7 and f.how == "write trace" and f.stores == 2
-    with pytest.raises(PaddingInvarianceError, match=r"padded row 7 wrote draft_logits\[7, 0, :\] owned by row 6"):
-        report.raise_if_failed()
-
-
-def test_audit_fails_on_dflash_padding_with_slot_0(models):
-    report = audit_speculator("dflash-buggy", models=models)
-    assert not report.passed
-    assert report.sentences() == [
-        "padded sample row 14 (request row 7, draft step 0) wrote draft_logits[0, 0, :] owned by row 0 "
-        "(2 rows stored there; this one landed last)",
-        "padded sample row 15 (request row 7, draft step 1) wrote draft_logits[0, 1, :] owned by row 0 "
-        "(2 rows stored there; this one landed last)",
-    ]
-    # The pad value 0 is written by the input preparation, so every poison shows it.
-    assert report.findings[0].poisons == ("stale", 1, 2)
-
-
-@pytest.mark.parametrize("mode", ["graph-fixed", "dflash-fixed", "eager", "greedy-graph-buggy"])
-def test_audit_passes_on_the_fixed_modes(models, mode):
-    report = audit_speculator(mode, models=models)
-    assert report.passed, str(report)
-    assert report.raise_if_failed() is report
-    assert str(report).startswith(f"PASS {mode}: 7 live rows run as ")
-
-
-def test_fill_without_mask_is_refused_not_audited(models):
-    with pytest.raises(PaddedSlotOutOfBoundsError):
-        audit_speculator("graph-fill-only", models=models)
-
-
-def test_audit_takes_a_factory_and_leaves_the_buffers_as_it_found_them(models):
-    spec = Speculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8),
-                      fix=FixSwitches.before())  # no record=True: the audit attaches a trace
-    watched = {"idx_mapping": spec.idx_mapping, "draft_logits": spec.draft_logits, "input_tokens": spec.input_tokens}
-    before = {name: t.clone() for name, t in watched.items()}
-    report = audit_speculator(lambda: spec, [3, 0, 5], poisons=("stale",))
-    # 3 rows in the graph of 4: padded row 3 holds the last live slot, 5, owned by row 2.
-    assert report.sentences() == [
-        f"padded row 3 wrote draft_logits[5, {j}, :] owned by row 2 (2 rows stored there; this one landed last)"
-        for j in range(2)]
-    for name, t in watched.items():
-        assert torch.equal(t, before[name]), name
-
-
-@FAST
-@given(batch=batch_compositions(8, (1, 2, 4, 8)))
-def test_any_padded_batch_fails_buggy_and_passes_fixed(models, batch):
-    n = len(batch)
-    buggy = audit_speculator("graph-buggy", batch, poisons=("stale",), models=models)
-    # Padded row n + i holds live slot batch[-1 - i]: the report names exactly those.
-    padded = range(n, buggy.padded_rows)
-    expected = {(batch[-1 - (r - n) % n], r, n - 1 - (r - n) % n) for r in padded}
-    found = {(f.index[0], f.writer, f.owner) for f in buggy.findings}
-    assert found == expected
-    assert audit_speculator("graph-fixed", batch, poisons=("stale",), models=models).passed
-
-
-@FAST
-@given(batch=batch_compositions(8, (1, 2, 4, 8)))
-def test_dflash_pad_0_corrupts_exactly_when_slot_0_is_live(models, batch):
-    report = audit_speculator("dflash-buggy", batch, poisons=("stale",), models=models)
-    assert report.passed == (0 not in batch)
-    assert all(f.index[0] == 0 and f.owner == batch.index(0) for f in report.findings)
-
-
-def test_hypothesis_shrinks_to_three_requests_in_a_graph_of_four(models):
-    assert smallest_failing_batch("graph-buggy", models=models, max_examples=15) == [0, 1, 2]
+# race on a GPU: tests that name the last writer of a collision in a Triton kernel run on the CPU.
+cpu_store_order = pytest.mark.skipif(KERNEL_BACKEND == "triton",
+                                     reason="which colliding store lands last is a race on a GPU")
 
 
 # -- a learner's own step ---------------------------------------------------------------------
@@ -200,6 +109,7 @@ needs_triton = pytest.mark.skipif(not CAN_LAUNCH_TRITON,
 
 
 @needs_triton
+@cpu_store_order
 def test_learner_triton_kernel_buggy_fails_fixed_passes():
     state = LearnerState()
     buggy = audit_step(_triton_step(state, fill=False, mask=False), state.buffers(),
@@ -215,6 +125,7 @@ def test_learner_triton_kernel_buggy_fails_fixed_passes():
 
 
 @needs_triton
+@cpu_store_order
 def test_learner_kernel_with_a_trace_tensor_and_its_ownership_table():
     state = LearnerState()
     report = audit_step(_triton_step(state, fill=False, mask=False, trace=True), state.buffers(),
@@ -270,43 +181,76 @@ def test_buffer_specs_are_checked():
                    live_rows=3, padded_rows=2)
 
 
-# -- write ownership of one launch --------------------------------------------------------------
-
-def _launch_inputs():
-    g = torch.Generator().manual_seed(0)
-    logits = (3 * torch.randn(8, 31, generator=g)).to(DEVICE)
-    mapping = torch.tensor([0, 1, 2, 4, 5, 6, 7, 7], dtype=torch.int32, device=DEVICE)
-    temperature = torch.linspace(0.6, 1.0, 8, device=DEVICE)
-    seeds = (torch.arange(8) * 1000 + 7).to(DEVICE)
-    positions = (torch.arange(8) + 20).to(DEVICE)
-    return logits, mapping, temperature, seeds, positions
-
-
-@pytest.mark.parametrize("masked", [False, True])
-def test_trace_launch_is_the_same_table_in_the_kernel_and_in_torch(masked):
-    args = _launch_inputs()
-    if masked:
-        args[1][7] = -1
-    tables = []
-    for backend in (KERNEL_BACKEND, "torch"):
-        table, tokens, q = trace_launch(*args, live_slots=[0, 1, 2, 4, 5, 6, 7], masked=masked, backend=backend)
-        tables.append((str(table), tokens.cpu()))
-    assert tables[0][0] == tables[1][0] and torch.equal(tables[0][1], tables[1][1])
-    table = tables[0][0]
-    if masked:
-        assert "OVERWRITTEN" not in table
-    else:
-        assert "   7    0  row 6   padded row 7              2  OVERWRITTEN by padded row 7" in table
-        assert "   3    0  -       -                         0  free slot" in table
+def _torch_traced_step(state, *, fill, scale_by_rows=False):
+    """The torch step with a writer trace; `scale_by_rows` makes each row's result depend on how
+    many rows run (like a model that is not batch-invariant)."""
+    def step(rows):
+        if fill:
+            state.mapping[N:] = -1
+        for row in range(rows):
+            slot = int(state.mapping[row])
+            if slot < 0:
+                continue
+            scale = 1 + 1e-3 * rows if scale_by_rows else 1.0
+            state.q[slot] = state.logits[row] / state.temperature[slot] * scale
+            state.tokens[row] = state.q[slot].argmax()
+            state.writer[slot] = row
+    return step
 
 
-def test_ownership_table_from_a_speculator_record(models):
-    spec = Speculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8),
-                      fix=FixSwitches.before(), record=True)
-    from labkit.proofs.audit import speculator_inputs
+def test_a_live_row_whose_result_changes_with_the_row_count_is_not_called_a_stale_store():
+    state = LearnerState()
+    report = audit_step(_torch_traced_step(state, fill=True, scale_by_rows=True), state.buffers(),
+                        live_rows=N, padded_rows=M, trace=state.writer, poisons=("stale",))
+    assert not report.passed
+    # Every live q differs, and the trace names its own row as the last writer in both runs.
+    assert [(f.index, f.writer, f.owner, f.by_own_row) for f in report.findings] == [
+        ((slot,), row, row, True) for row, slot in enumerate(LIVE)]
+    assert report.findings[-1].sentence() == (
+        "q[7, :] owned by row 6 differs from the unpadded run although its own live row 6 wrote it last "
+        "in both runs: that row's result depends on how many rows the step ran")
+    # The same trace still names a stale row's store as one, and a batch-invariant fixed step passes.
+    stale = audit_step(_torch_traced_step(state, fill=False), state.buffers(), live_rows=N, padded_rows=M,
+                       trace=state.writer, poisons=("stale",))
+    assert [(f.sentence(), f.by_own_row) for f in stale.findings] == [
+        ("padded row 7 wrote q[7, :] owned by row 6", False)]
+    fixed = audit_step(_torch_traced_step(state, fill=True), state.buffers(), live_rows=N, padded_rows=M,
+                       trace=state.writer)
+    assert fixed.passed, str(fixed)
 
-    spec.propose(*speculator_inputs(spec, list(range(8))))
-    spec.propose(*speculator_inputs(spec, [0, 1, 2, 4, 5, 6, 7], seed=1))
-    table = OwnershipTable.from_record(spec.last_record)
-    bad = [(e["slot"], e["step"], e["writer"], e["owner"]) for e in table.collisions()]
-    assert bad == spec.last_record.collisions() == [(7, 0, 7, 6), (7, 1, 7, 6)]
+
+def test_several_stores_with_the_owner_last_are_reported_as_a_race_not_as_batch_dependence():
+    state = LearnerState()
+    writes = torch.zeros(M, dtype=torch.int32, device=DEVICE)
+    trace = WriteTrace(writer=state.writer, writes=writes)  # the last writer and the store count, per slot
+
+    def step(rows):
+        for row in range(rows):  # one "program" per row, in grid order
+            slot = int(state.mapping[row])
+            state.q[slot] = state.logits[row] / state.temperature[slot]
+            state.writer[slot] = row
+            writes[slot] += 1
+        if rows > N:
+            # On a GPU the stores of rows 6 and 7 to q[7] interleave element by element, and either
+            # trace store can land last: here row 6's values stand in the second half only, and the
+            # trace names row 6.
+            state.q[7, V // 2:] = state.logits[6, V // 2:] / state.temperature[7]
+            state.writer[7] = 6
+
+    report = audit_step(step, [b for b in state.buffers() if b.name != "tokens"], live_rows=N, padded_rows=M,
+                        trace=trace, poisons=("stale",))
+    assert [f.sentence() for f in report.findings] == [
+        "2 rows stored to q[7, :] owned by row 6; its own live row 6's store landed last, yet the value "
+        "differs from the unpadded run: on a GPU, stores to one address race element by element, so part "
+        "of the record can hold another row's values"]
+
+
+def test_a_failed_report_raises_with_its_sentences():
+    state = LearnerState()
+    report = audit_step(_torch_step(state, fill=False, mask=False), state.buffers(), live_rows=N, padded_rows=M,
+                        poisons=("stale",))
+    with pytest.raises(PaddingInvarianceError, match=r"FAIL step: 7 live rows run as 8.*\n  padded row 7 wrote q\["):
+        report.raise_if_failed()
+    fixed = audit_step(_torch_step(state, fill=True, mask=True), state.buffers(), live_rows=N, padded_rows=M)
+    assert fixed.raise_if_failed() is fixed
+    assert str(fixed).startswith("PASS step: 7 live rows run as 8, poisons stale, 1, 2; checked q, tokens")
