@@ -13,21 +13,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from labkit.checks import LabkitInputError
 from labkit.proofs.distribution import (
     DEFAULT_N,
     backends_agree,
-    chi2_sf,
-    chi_square,
     emitted_distribution,
-    expected_tv,
     kernel_backend,
     make_setup,
     run_proof,
     sample_first_tokens,
     speedup_check,
     tokens_per_step_theory,
-    tv,
 )
+from labkit.proofs.stats import expected_tv, total_variation
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +59,34 @@ def test_acceptance_of_the_speculator_path_matches_theory(proof):
     assert abs(proof.buggy.acceptance - proof.setup.acceptance_buggy) < 4 * se + 1e-3
 
 
-def test_a_request_draws_the_same_tokens_whatever_n_and_in_the_triton_kernels(models, proof):
+def test_a_request_draws_the_same_tokens_whatever_n(models, proof):
     small = sample_first_tokens(proof.setup, 16, buggy=True, models=models)
     assert torch.equal(small.tokens, proof.buggy.tokens[:16])
-    if kernel_backend() != "interpreter":
-        pytest.skip("needs Triton's interpreter (on a GPU the buggy path's colliding stores are a race)")
-    assert backends_agree(proof.setup, 12, models=models) == {"fixed": True, "buggy": True}
+    assert small.corrupted_slots == 16 and (small.backend, small.device) == ("torch", proof.buggy.device)
+
+
+def test_the_samples_do_not_depend_on_the_thread_count(models, proof):
+    before = torch.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            runs.append([sample_first_tokens(proof.setup, 64, buggy=b, models=models) for b in (False, True)])
+    finally:
+        torch.set_num_threads(before)
+    for one, two in zip(*runs, strict=True):
+        assert torch.equal(one.tokens, two.tokens) and torch.equal(one.num_accepted, two.num_accepted)
+    assert torch.equal(runs[0][1].tokens, proof.buggy.tokens[:64])
+
+
+@pytest.mark.skipif(kernel_backend() is None, reason="no Triton kernel can be launched here")
+def test_the_triton_kernels_draw_the_same_tokens_as_the_torch_backend(models, proof):
+    agree = backends_agree(proof.setup, 12, models=models)
+    assert agree["fixed"]
+    if kernel_backend() == "interpreter":
+        # In the interpreter the colliding stores land in grid order, as in the torch reference; on
+        # a GPU they race, so only the fixed path is sure to agree there.
+        assert agree["buggy"]
 
 
 @pytest.mark.parametrize("buggy", [False, True])
@@ -80,22 +100,6 @@ def test_tokens_per_step_follow_one_minus_a_to_the_k_plus_one(proof, buggy):
     assert tokens_per_step_theory(1.0, 3) == 4.0
 
 
-def test_chi_square_survival_function_matches_tables():
-    # Textbook critical values: P(X >= x) = 0.05 and 0.001.
-    assert chi2_sf(3.841459, 1) == pytest.approx(0.05, rel=1e-5)
-    assert chi2_sf(18.307038, 10) == pytest.approx(0.05, rel=1e-5)
-    assert chi2_sf(29.588298, 10) == pytest.approx(0.001, rel=1e-4)
-    assert chi2_sf(0.0, 4) == 1.0
-
-
-def test_chi_square_pools_rare_categories():
-    p = torch.tensor([0.5, 0.3, 0.199, 0.001])
-    tokens = torch.tensor([0] * 50 + [1] * 30 + [2] * 20)
-    result = chi_square(tokens, p)
-    assert result.bins == 3 and result.df == 2  # the 0.001 category (expected 0.1) was pooled
-    assert result.pvalue > 0.9
-
-
 @settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.floats(0.01, 5.0), min_size=2, max_size=8).flatmap(
     lambda w: st.tuples(st.just(w), st.lists(st.floats(0.01, 5.0), min_size=len(w), max_size=len(w)),
@@ -106,9 +110,9 @@ def test_emitted_distribution_is_p_exactly_when_q_is_right(weights):
     assert torch.allclose(emitted_distribution(p, q, q), p, atol=1e-12)
     wrong = emitted_distribution(p, q, q_wrong)
     assert float(wrong.sum()) == pytest.approx(1.0) and float(wrong.min()) >= 0
-    assert tv(p, q) >= 0 and tv(p, p) == 0
+    assert total_variation(wrong, p) <= 1 and total_variation(emitted_distribution(p, q, q), p) < 1e-12
 
 
 def test_setup_checks_temperature(models):
-    with pytest.raises(Exception, match="temperature > 0"):
+    with pytest.raises(LabkitInputError, match="temperature > 0"):
         make_setup(models, temperature=0.0)

@@ -28,9 +28,7 @@ equality. :func:`speedup_check` compares acceptance and tokens per step with
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -38,22 +36,13 @@ import torch
 
 from labkit import backends
 from labkit.checks import LabkitInputError
+from labkit.proofs.stats import ChiSquare, chi_square, expected_tv, loglog_slope, total_variation, tv_curve
 
 DEFAULT_CONTEXT = "the kind baker lives in the "
 DEFAULT_N = 16384
 DEFAULT_NS = (256, 1024, 4096, 16384)
 SEED_BASE = 20_250_000  # request i of a run has seed SEED_BASE + i
 OTHER_SEED_BASE = 90_000_000  # the requests that finish before the batch shrinks
-
-
-@contextlib.contextmanager
-def using_backend(name: str):
-    """Temporarily switch the kernel backend ('torch', or the one chosen at import)."""
-    previous = backends.set_backend(name)
-    try:
-        yield
-    finally:
-        backends.set_backend(previous)
 
 
 def kernel_backend() -> str | None:
@@ -105,7 +94,7 @@ class Setup:
     @property
     def tv_buggy(self) -> float:
         """TV(p, p_buggy): where the buggy path's TV plateaus."""
-        return tv(self.p_buggy, self.p)
+        return total_variation(self.p_buggy, self.p)
 
 
 @torch.no_grad()
@@ -147,7 +136,8 @@ class Samples:
     tokens: torch.Tensor  # [N] int64
     num_accepted: torch.Tensor  # [N]
     corrupted_slots: int  # live slots whose q a padded row overwrote (from the write trace)
-    backend: str
+    backend: str  # the kernel backend that sampled them
+    device: str = "cpu"
 
     @property
     def n(self) -> int:
@@ -156,6 +146,34 @@ class Samples:
     @property
     def acceptance(self) -> float:
         return float(self.num_accepted.double().mean())
+
+
+def _padded_speculator(models, n: int, buggy: bool, device):
+    """A speculator of 2N slots with one graph of 2N rows, recording its launches."""
+    from labkit.speculator import FixSwitches, Speculator
+
+    draft = models.draft
+    if next(draft.parameters()).device != device:
+        draft = copy.deepcopy(draft).to(device)  # leave the caller's model where it is
+    fix = FixSwitches.before() if buggy else FixSwitches.after()
+    return Speculator(draft, max_num_reqs=2 * n, num_steps=1, capture_sizes=(2 * n,), fix=fix, device=device,
+                      record=True)
+
+
+def _draft_after_shrink(spec, setup: Setup, tokenizer, seeds: torch.Tensor, temperature: torch.Tensor):
+    """Step 1 on all 2N slots (ours on the stale context), step 2 on ours alone (slots N..2N-1,
+    rows 0..N-1) on the context; returns (draft tokens [N, 1], positions [N])."""
+    from labkit.models import encode_context
+
+    n, device, window = spec.max_num_reqs // 2, spec.device, spec.window
+    stale = encode_context([tokenizer.encode(setup.stale_context)], window).to(device).expand(2 * n, -1)
+    spec.propose(torch.arange(2 * n, dtype=torch.int32), temperature, seeds, stale.contiguous(),
+                 torch.full((2 * n,), len(setup.stale_context), device=device))
+    context = encode_context([tokenizer.encode(setup.context)], window).to(device).expand(n, -1)
+    positions = torch.full((n,), len(setup.context), dtype=torch.int64, device=device)
+    drafts = spec.propose(torch.arange(n, 2 * n, dtype=torch.int32), temperature, seeds, context.contiguous(),
+                          positions)
+    return drafts, positions
 
 
 @torch.no_grad()
@@ -169,42 +187,24 @@ def sample_first_tokens(setup: Setup, n: int, *, buggy: bool, models=None, backe
     input still holds the stale context, so it overwrites q of request i after request i drew its
     draft token. Then one draft token (k = 1) per request is verified on the N live rows.
     """
-    from labkit.kernels.gumbel import WriteTrace
     from labkit.kernels.rejection import rejection_sample
-    from labkit.models import encode_context, load_toy_models
-    from labkit.speculator import FixSwitches, Speculator
+    from labkit.models import load_toy_models
 
     if n < 1:
         raise LabkitInputError(f"need at least one request, got n={n}")
     models = models or load_toy_models()
-    tok = models.tokenizer
-    with using_backend(backend):
+    with backends.using_backend(backend):
         device = backends.default_device()
-        draft = models.draft
-        if next(draft.parameters()).device != device:
-            draft = copy.deepcopy(draft).to(device)  # leave the caller's model where it is
-        fix = FixSwitches.before() if buggy else FixSwitches.after()
-        spec = Speculator(draft, max_num_reqs=2 * n, num_steps=1, capture_sizes=(2 * n,), fix=fix,
-                          device=device)
-        spec.trace = WriteTrace.empty(2 * n, 1, device)  # who stored each q (checked below)
-        window = spec.window
+        spec = _padded_speculator(models, n, buggy, device)
         temperature = torch.full((2 * n,), setup.temperature, device=device)
         seeds = torch.cat([OTHER_SEED_BASE + torch.arange(n), seed_base + torch.arange(n)]).to(device)
-        stale = encode_context([tok.encode(setup.stale_context)], window).to(device).expand(2 * n, -1)
-        spec.propose(torch.arange(2 * n, dtype=torch.int32), temperature, seeds, stale.contiguous(),
-                     torch.full((2 * n,), len(setup.stale_context), device=device))
-
-        live_slots = torch.arange(n, 2 * n, dtype=torch.int32)
-        context = encode_context([tok.encode(setup.context)], window).to(device).expand(n, -1)
-        positions = torch.full((n,), len(setup.context), dtype=torch.int64, device=device)
-        drafts = spec.propose(live_slots, temperature, seeds, context.contiguous(), positions)
-        corrupted = int((spec.trace.writer[n:, 0].cpu() != torch.arange(n)).sum())
-
+        drafts, positions = _draft_after_shrink(spec, setup, models.tokenizer, seeds, temperature)
+        corrupted = len({slot for slot, _, _, _ in spec.last_record.collisions()})
         target = torch.stack([setup.target_logits.expand(n, -1),
                               setup.bonus_logits[drafts[:, 0].cpu()]], dim=1).to(device)
         verdict = rejection_sample(target, spec.draft_logits, drafts, spec.idx_mapping, temperature, seeds,
                                    positions)
-    return Samples(buggy, verdict.tokens[:, 0].cpu(), verdict.num_accepted.cpu(), corrupted, backend)
+    return Samples(buggy, verdict.tokens[:, 0].cpu(), verdict.num_accepted.cpu(), corrupted, backend, str(device))
 
 
 def backends_agree(setup: Setup, n: int = 32, *, models=None) -> dict:
@@ -225,90 +225,6 @@ def backends_agree(setup: Setup, n: int = 32, *, models=None) -> dict:
     return out
 
 
-# -- statistics -------------------------------------------------------------------------------
-
-def counts_of(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
-    return torch.bincount(tokens.flatten().long(), minlength=vocab).double()
-
-
-def tv(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Total-variation distance between two distributions (or between counts, normalised)."""
-    a, b = a.double(), b.double()
-    return 0.5 * float((a / a.sum() - b / b.sum()).abs().sum())
-
-
-def expected_tv(p: torch.Tensor, n: int) -> float:
-    """E[TV(p_hat, p)] for N exact samples, to leading order: 1/2 sum sqrt(2 p (1 - p) / (pi N))."""
-    p = p.double()
-    return 0.5 * float(torch.sqrt(2 * p * (1 - p) / (math.pi * n)).sum())
-
-
-def chi2_sf(stat: float, df: int) -> float:
-    """P(X >= stat) for X ~ chi-square(df): the regularised upper incomplete gamma Q(df/2, stat/2)."""
-    if df < 1:
-        raise LabkitInputError(f"chi-square needs df >= 1, got {df}")
-    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
-                                         torch.tensor(stat / 2, dtype=torch.float64)))
-
-
-@dataclass
-class ChiSquare:
-    stat: float
-    df: int
-    pvalue: float
-    bins: int
-
-    def rejects(self, alpha: float) -> bool:
-        return self.pvalue < alpha
-
-    def __str__(self) -> str:
-        pv = "< 1e-300" if self.pvalue == 0.0 else f"= {self.pvalue:.3g}"
-        return f"chi-square {self.stat:.1f} on {self.df} df, p-value {pv}"
-
-
-def chi_square(tokens: torch.Tensor, p: torch.Tensor, min_expected: float = 5.0) -> ChiSquare:
-    """Goodness of fit of the tokens to p. Categories whose expected count is below `min_expected`
-    are pooled into one bin (and that bin into the smallest other if it is still too small)."""
-    p = p.double() / p.double().sum()
-    counts = counts_of(tokens, p.numel())
-    n = float(counts.sum())
-    expected = n * p
-    big = expected >= min_expected
-    obs = counts[big].tolist()
-    exp = expected[big].tolist()
-    pooled_obs, pooled_exp = float(counts[~big].sum()), float(expected[~big].sum())
-    if pooled_exp > 0 or pooled_obs > 0:
-        if pooled_exp >= min_expected or not exp:
-            obs.append(pooled_obs)
-            exp.append(pooled_exp)
-        else:
-            i = min(range(len(exp)), key=exp.__getitem__)
-            obs[i] += pooled_obs
-            exp[i] += pooled_exp
-    if len(exp) < 2:
-        raise LabkitInputError("chi-square needs at least two bins; draw more samples")
-    stat = 0.0
-    for o, e in zip(obs, exp):
-        stat += math.inf if e == 0 and o > 0 else ((o - e) ** 2 / e if e > 0 else 0.0)
-    df = len(exp) - 1
-    return ChiSquare(stat, df, chi2_sf(stat, df) if math.isfinite(stat) else 0.0, len(exp))
-
-
-def tv_curve(tokens: torch.Tensor, p: torch.Tensor, ns: Sequence[int]) -> list[tuple[int, float]]:
-    """TV of the first n samples to p, for each n (prefixes of one run: requests are independent)."""
-    if max(ns) > tokens.numel():
-        raise LabkitInputError(f"asked for n={max(ns)} but only {tokens.numel()} samples were drawn")
-    return [(n, tv(counts_of(tokens[:n], p.numel()), p)) for n in ns]
-
-
-def loglog_slope(curve: Sequence[tuple[int, float]]) -> float:
-    """Least-squares slope of log TV against log N (-0.5 for exact sampling)."""
-    xs = [math.log(n) for n, _ in curve]
-    ys = [math.log(max(t, 1e-12)) for _, t in curve]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-
-
 # -- the proof --------------------------------------------------------------------------------
 
 @dataclass
@@ -324,7 +240,7 @@ class Proof:
 
     def table(self) -> str:
         lines = [f"{'N':>7}  {'TV fixed':>9}  {'E[TV] exact':>11}  {'TV buggy':>9}"]
-        for (n, f), (_, b) in zip(self.tv_fixed, self.tv_buggy):
+        for (n, f), (_, b) in zip(self.tv_fixed, self.tv_buggy, strict=True):
             lines.append(f"{n:>7}  {f:>9.4f}  {expected_tv(self.setup.p, n):>11.4f}  {b:>9.4f}")
         lines.append(f"buggy plateau TV(p, p_buggy) = {self.setup.tv_buggy:.4f}; "
                      f"log-log slope of TV fixed = {loglog_slope(self.tv_fixed):.2f} (exact: -0.5)")
@@ -400,7 +316,7 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
     from labkit.kernels.rejection import rejection_sample
 
     results = []
-    with using_backend(backend):
+    with backends.using_backend(backend):
         device = backends.default_device()
         V = setup.p.numel()
         temp = setup.temperature
@@ -415,7 +331,8 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
         for k in ks:
             draft_logits = torch.zeros(n, k, V, device=device)
             drafts = torch.stack([
-                gumbel_sample(logits, mapping, temperature, seeds, pos0 + j, draft_logits, j, masked=not buggy)[:n]
+                gumbel_sample(logits, mapping, temperature, seeds, pos0 + j, draft_logits, draft_step=j,
+                              masked=not buggy)[:n]
                 for j in range(k)], dim=1)
             target = setup.target_logits.to(device).expand(n, k + 1, -1).contiguous()
             verdict = rejection_sample(target, draft_logits, drafts, mapping[:n], temperature, seeds, pos0[:n])
@@ -434,59 +351,3 @@ def format_speedup(rows: Sequence[Speedup]) -> str:
         lines.append(f"{'buggy' if r.buggy else 'fixed':<6} {r.k:>2}  {r.acceptance_theory:>8.4f}  "
                      f"{r.acceptance_measured:>10.4f}  {r.tokens_per_step:>11.3f}  {r.tokens_per_step_theory:>17.3f}")
     return "\n".join(lines)
-
-
-# -- plots ------------------------------------------------------------------------------------
-
-def plot_tv_vs_n(proof: Proof, ax=None):
-    """TV(p_hat, p) against N on log-log axes: the fixed path follows the exact-sampling curve
-    (slope -1/2); the buggy path flattens at TV(p, p_buggy)."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    else:
-        fig = ax.figure
-    ns = [n for n, _ in proof.tv_fixed]
-    grid = [ns[0] * (ns[-1] / ns[0]) ** (i / 50) for i in range(51)]
-    ax.loglog(grid, [expected_tv(proof.setup.p, n) for n in grid], "--", color="0.5",
-              label="exact sampling, E[TV] ~ 1/sqrt(N)")
-    ax.loglog(ns, [t for _, t in proof.tv_fixed], "o-", color="tab:blue", label="fixed (fill -1 + mask)")
-    ax.loglog(ns, [t for _, t in proof.tv_buggy], "s-", color="tab:red", label="buggy (stale slots)")
-    ax.axhline(proof.setup.tv_buggy, ls=":", color="tab:red", label="exact TV(p, p_buggy)")
-    ax.set_xlabel("requests N (one emitted token each)")
-    ax.set_ylabel("TV(empirical, target p)")
-    ax.set_title(f"first token after {proof.setup.context!r}")
-    ax.legend(fontsize=8, loc="lower left")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_distributions(proof: Proof, tokenizer=None, top: int = 10, ax=None):
-    """Bars of p, the fixed path's and the buggy path's empirical distributions on the top tokens."""
-    import matplotlib.pyplot as plt
-
-    from labkit.models import CharTokenizer
-
-    tokenizer = tokenizer or CharTokenizer()
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(7.2, 3.6))
-    else:
-        fig = ax.figure
-    V = proof.setup.p.numel()
-    p = proof.setup.p
-    fixed = counts_of(proof.fixed.tokens, V) / proof.fixed.n
-    buggy = counts_of(proof.buggy.tokens, V) / proof.buggy.n
-    order = torch.argsort(torch.maximum(p, buggy), descending=True)[:top].tolist()
-    xs = list(range(len(order)))
-    width = 0.27
-    ax.bar([x - width for x in xs], [float(p[i]) for i in order], width, color="0.35", label="target p (exact)")
-    ax.bar(xs, [float(fixed[i]) for i in order], width, color="tab:blue", label="fixed, empirical")
-    ax.bar([x + width for x in xs], [float(buggy[i]) for i in order], width, color="tab:red", label="buggy, empirical")
-    ax.set_xticks(xs, [repr(tokenizer.decode([i])) if i else "pad" for i in order])
-    ax.set_ylabel("probability")
-    ax.set_title(f"next character after {proof.setup.context!r}, N = {proof.fixed.n}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
