@@ -59,6 +59,14 @@ def _last_line(text: str) -> str:
     return lines[-1][:100] if lines else ""
 
 
+def _repro_note(text: str) -> str:
+    """The repro table's footer: workload, its own timing, and the backend that ran."""
+    lines = [line.strip() for line in text.splitlines()]
+    shape = next((line for line in lines if "prompts, seed" in line), "")
+    backend = next((line.split(":")[0] for line in lines if line.startswith("backend ")), "")
+    return "; ".join(x for x in (shape, backend) if x) or _last_line(text)
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -78,7 +86,7 @@ def time_repro(extra: list[str]) -> Timing:
     cmd = [sys.executable, "-m", "labkit", "repro", *extra]
     took, done = _run(cmd)
     return Timing("python -m labkit repro " + " ".join(extra), took, TARGET_S["repro"], done.returncode == 0,
-                  _last_line(done.stdout if done.returncode == 0 else done.stderr))
+                  _repro_note(done.stdout) if done.returncode == 0 else _last_line(done.stderr))
 
 
 def time_notebooks(prefixes: list[str] | None) -> list[Timing]:
