@@ -240,9 +240,9 @@ def test_several_stores_with_the_owner_last_are_reported_as_a_race_not_as_batch_
     report = audit_step(step, [b for b in state.buffers() if b.name != "tokens"], live_rows=N, padded_rows=M,
                         trace=trace, poisons=("stale",))
     assert [f.sentence() for f in report.findings] == [
-        "2 rows stored to q[7, :] owned by row 6; its own live row 6's store landed last, yet the value "
-        "differs from the unpadded run: on a GPU, stores to one address race element by element, so part "
-        "of the record can hold another row's values"]
+        "live row 6 wrote q[7, :] owned by row 6 (2 rows stored there; its own store landed last), yet the "
+        "value differs from the unpadded run: on a GPU, stores to one address race element by element, so "
+        "part of the record can hold another row's values"]
 
 
 def test_a_failed_report_raises_with_its_sentences():

@@ -41,8 +41,8 @@ class Corruption:
                     "no row could be named as its writer")
         if self.by_own_row:
             if self.stores is not None and self.stores > 1:
-                return (f"{self.stores} rows stored to {self.location} owned by {owner}; its own "
-                        f"{self.writer_text}'s store landed last, yet the value differs from the unpadded "
+                return (f"{self.writer_text} wrote {self.location} owned by {owner} ({self.stores} rows "
+                        "stored there; its own store landed last), yet the value differs from the unpadded "
                         "run: on a GPU, stores to one address race element by element, so part of the "
                         "record can hold another row's values")
             return (f"{self.location} owned by {owner} differs from the unpadded run although its own "
