@@ -23,7 +23,7 @@ ARGS ?=
 .PHONY: lab test lint test-unit test-notebooks test-triton-next test-browser test-clock \
 	repro info student figures bench-cpu clean
 
-$(STAMP): pyproject.toml requirements/ci.txt
+$(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 	@$(TIMED) set-up sh -c '\
 		$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11) and \"labkit needs Python 3.11 or newer; this is \" + sys.version.split()[0] + \": run make PYTHON=python3.11 ...\")" && \
 		$(PYTHON) -m venv $(VENV) && \

@@ -1,16 +1,29 @@
-"""The set-up files agree with each other: pyproject, CI pins, environment.yml, README, .ci/run."""
+"""The set-up files agree with each other and with what CI runs: pyproject, CI pins,
+environment.yml, README, Makefile, .ci/run and the scripts behind `make lab` and `make test`."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+import labkit
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+README = (ROOT / "README.md").read_text()
+MAKEFILE = (ROOT / "Makefile").read_text()
+CI_RUN = (ROOT / ".ci/run").read_text()
 
 
 def _pins() -> dict[str, str]:
@@ -24,15 +37,39 @@ def _pins() -> dict[str, str]:
     return pins
 
 
+def _tracked_text_files() -> list[Path]:
+    """The repository's files as a clone has them (git's list; the tree without build outputs if no git)."""
+    try:
+        names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        paths = [ROOT / n for n in names.decode().split("\0") if n]
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".git", ".venv", "build", "student", "screenshots", ".pytest_cache"}
+        paths = [p for p in ROOT.rglob("*") if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+    texts = []
+    for path in paths:
+        if path.is_file() and b"\0" not in path.read_bytes()[:4096]:
+            texts.append(path)
+    return texts
+
+
+# -- dependencies -------------------------------------------------------------------------------
+
 def test_ci_pins_satisfy_the_package_ranges():
     pins = _pins()
     reqs = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
-    for extra in ("lab", "test"):
+    for extra in ("lab", "test", "browser"):
         reqs += [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"][extra]]
     for req in reqs:
         name = req.name.lower()
         assert name in pins, f"{name} is a dependency but CI does not pin it"
         assert req.specifier.contains(Version(pins[name]), prereleases=True), (name, pins[name], str(req.specifier))
+
+
+def test_the_linter_that_make_test_runs_is_installed_by_the_test_extra():
+    test_extra = [Requirement(r).name for r in PYPROJECT["project"]["optional-dependencies"]["test"]]
+    assert "ruff" in test_extra
+    assert "tool" in PYPROJECT and "ruff" in PYPROJECT["tool"], "ruff is configured in pyproject.toml"
+    assert re.search(r"^lint:.*\n\t.*ruff check", MAKEFILE, re.M)
 
 
 def test_environment_yml_installs_this_package_with_the_lab_and_test_extras():
@@ -43,12 +80,155 @@ def test_environment_yml_installs_this_package_with_the_lab_and_test_extras():
     assert extras <= set(PYPROJECT["project"]["optional-dependencies"]) and {"lab", "test"} <= extras
 
 
+# -- one version, one Python claim ----------------------------------------------------------------
+
+def test_the_version_is_written_once_in_labkit_init():
+    project = PYPROJECT["project"]
+    assert "version" not in project and "version" in project.get("dynamic", []), \
+        "pyproject.toml must not write the version itself: it reads labkit.__version__"
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "labkit.__version__"}
+    assert Version(labkit.__version__)  # a valid version string
+    writers = [p.relative_to(ROOT).as_posix() for p in _tracked_text_files()
+               if re.search(r"""^\s*(__version__|version)\s*=\s*["']\d""", p.read_text(errors="replace"), re.M)]
+    assert writers == ["labkit/__init__.py"], f"the version is written in {writers}"
+
+
+def test_the_installed_metadata_carries_the_one_version():
+    # The package is installed (editable) by `make`; its metadata was built from labkit.__version__.
+    assert importlib.metadata.version("labkit") == labkit.__version__
+
+
+def _minimum(spec: str) -> str:
+    (lower,) = [s for s in SpecifierSet(spec) if s.operator == ">="]
+    return lower.version
+
+
+def test_readme_claims_the_python_that_pyproject_requires_and_ci_tests():
+    required = _minimum(PYPROJECT["project"]["requires-python"])
+    claims = set(re.findall(r"Python (\d+\.\d+)(?: or newer|\+)", README))
+    assert claims == {required}, f"README claims Python {claims}, pyproject requires >= {required}"
+    tested = set(re.findall(r"CI tests Python (\d+\.\d+)", README))
+    assert tested == {required}, "README must say which Python CI tests, and it must be the minimum claimed"
+    env_python = re.search(r"-\s*python\s*=\s*(\d+\.\d+)", (ROOT / "environment.yml").read_text())
+    assert env_python and env_python.group(1) == required
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == "py" + required.replace(".", "")
+    # The tests themselves need it (tomllib), and so do the CI pins (numpy 2.4.6).
+    assert sys.version_info[:2] >= tuple(int(x) for x in required.split("."))
+
+
+# -- nothing refers outside the repository --------------------------------------------------------
+
+# Assembled from parts, so that this file does not match its own search.
+OUTSIDE_REFERENCES = (".." + "/shared", "shared" + "/design", "shared" + "/seeds", "/work" + "/shared")
+
+
+def test_no_tracked_file_refers_to_the_shared_folder_outside_the_repository():
+    hits = []
+    for path in _tracked_text_files():
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if any(ref in line for ref in OUTSIDE_REFERENCES):
+                hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not hits, "references to files users do not have:\n" + "\n".join(hits)
+
+
+def test_every_capitalised_markdown_file_named_in_the_repository_exists_in_it():
+    present = {p.name for p in _tracked_text_files() if p.suffix == ".md"}
+    missing = {}
+    for path in _tracked_text_files():
+        for name in set(re.findall(r"\b([A-Z][A-Z0-9_]+\.md)\b", path.read_text(errors="replace"))):
+            if name not in present:
+                missing.setdefault(name, []).append(path.relative_to(ROOT).as_posix())
+    assert not missing, f"named but not in the repository: {missing}"
+    assert (ROOT / "docs/MECHANICS.md").is_file()
+
+
+# -- the two commands ------------------------------------------------------------------------------
+
 def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```sh\n(.*?)```", readme, re.S)
+    block = re.search(r"```sh\n(.*?)```", README, re.S)
     assert block, "README needs a ```sh block with the two commands"
     commands = [line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
     assert commands == ["make lab", "make test"]
-    makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^lab:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
-    assert "make test" in (ROOT / ".ci/run").read_text()
+    assert re.search(r"^lab:", MAKEFILE, re.M) and re.search(r"^test:", MAKEFILE, re.M)
+    assert re.search(r"^(if ! )?make test\b", CI_RUN, re.M)
+
+
+def test_make_test_runs_the_linter_first_and_every_stage():
+    (prereqs,) = re.findall(r"^test:([^\n]*)", MAKEFILE, re.M)
+    stages = [s for s in prereqs.split() if s != "test-clock"]
+    assert stages == ["lint", "test-unit", "test-notebooks", "test-triton-next", "test-browser"]
+
+
+def test_readme_make_targets_exist():
+    targets = set(re.findall(r"^([a-z][a-z-]*):", MAKEFILE, re.M))
+    used = set(re.findall(r"\bmake ([a-z][a-z-]*)", README))
+    assert used and used <= targets, f"README names make targets the Makefile lacks: {used - targets}"
+
+
+def _make_dry_run(target: str, **env) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "LABKIT_REQUIRE_BROWSER"} | env
+    return subprocess.run(["make", "-n", target], cwd=ROOT, env=environ, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_browser_stage_may_skip_unless_ci_requires_it():
+    assert "--allow-skip" in _make_dry_run("test-browser")
+    assert "--allow-skip" not in _make_dry_run("test-browser", LABKIT_REQUIRE_BROWSER="1")
+    assert "LABKIT_REQUIRE_BROWSER=1" in CI_RUN
+
+
+def test_ci_installs_debians_chromium_and_never_downloads_a_browser():
+    assert re.search(r"apt-get install\b.*\bchromium\b", CI_RUN)
+    assert "playwright install" not in CI_RUN and "npx" not in CI_RUN
+
+
+def test_triton_next_is_installed_only_when_missing():
+    # A stamp inside a folder named after the version: a second run installs nothing (no pip
+    # "Target directory ... already exists" warnings), a new version gets a fresh folder.
+    assert re.search(r"^test-triton-next: \$\(TRITON_NEXT_DIR\)/\.installed", MAKEFILE, re.M)
+    assert re.search(r"^TRITON_NEXT_DIR := .*\$\(TRITON_NEXT\)", MAKEFILE, re.M)
+
+
+# -- scripts/timed: stage times and the browser stage's skip ---------------------------------------
+
+TIMED = ROOT / "scripts" / "timed"
+
+
+def _timed(*args: str, log: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(TIMED), *args], env=dict(os.environ, LABKIT_STAGE_TIMES=str(log)),
+                          capture_output=True, text=True)
+
+
+def test_timed_reports_each_stage_and_passes_on_pytest_exit_5_only_when_allowed(tmp_path):
+    log = tmp_path / "times.txt"
+    assert _timed("--reset", log=log).returncode == 0
+    assert _timed("ok", "true", log=log).returncode == 0
+    skipped = _timed("--allow-skip", "browser", "sh", "-c", "exit 5", log=log)
+    assert skipped.returncode == 0 and "skipped" in skipped.stdout
+    assert _timed("strict", "sh", "-c", "exit 5", log=log).returncode == 5
+    assert _timed("--allow-skip", "broken", "sh", "-c", "exit 1", log=log).returncode == 1
+    statuses = [line.split()[::2] for line in log.read_text().splitlines()]
+    assert statuses == [["ok", "passed"], ["browser", "skipped"], ["strict", "FAILED(exit-5)"],
+                        ["broken", "FAILED(exit-1)"]]
+    summary = _timed("--summary", log=log).stdout
+    assert all(name in summary for name in ("ok", "browser", "strict", "broken", "total"))
+
+
+# -- scripts/start_lab.py: make lab as root and not ------------------------------------------------
+
+def _start_lab():
+    spec = importlib.util.spec_from_file_location("start_lab", ROOT / "scripts" / "start_lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("as_root", [False, True])
+def test_make_lab_passes_allow_root_only_to_root(as_root):
+    lab = _start_lab()
+    cmd = lab.lab_command("127.0.0.1", 8123, "tok", as_root=as_root, open_browser=False)
+    assert ("--allow-root" in cmd) == as_root
+    assert "--ServerApp.port=8123" in cmd and "--IdentityProvider.token=tok" in cmd and "--no-browser" in cmd
+    assert cmd[-1] == lab.FIRST_NOTEBOOK and (ROOT / lab.FIRST_NOTEBOOK).is_file()
+    assert lab.lab_url("127.0.0.1", 8123, "tok") == (
+        f"http://127.0.0.1:8123/lab/tree/{lab.FIRST_NOTEBOOK}?token=tok")
