@@ -1,17 +1,34 @@
-"""Plots return figures whose drawn data is the computed data (no browser, no display)."""
+"""Plots return figures whose drawn data is the computed data (no browser, no display).
+
+Device-agnostic: the runs use whatever backend the session chose (torch, the interpreter, or
+compiled Triton with CUDA tensors). Where a result depends on which store lands last, the strict
+form is asserted only where programs run in order (interpreter, torch); on a GPU the test asserts
+what holds under any order (both rows stored, q holds one row's values or the other's).
+"""
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 import pytest
 import torch
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from labkit import backends
+from labkit.proofs.stats import total_variation
 from labkit.runs import timeline_run
 from labkit.speculator import FixSwitches
-from labkit.viz import plots
+from labkit.viz import mapping_plots as mp
+from labkit.viz import ownership_plots as op
+from labkit.viz import q_plots as qp
+from labkit.viz.bench_plots import bench_figure
+from labkit.viz.moving_parts import moving_parts
+from labkit.viz.style import BAD_COLOR, OK_COLOR, caption_of
+
+IN_ORDER = backends.backend() != "triton"  # programs store in grid order: the padded row's store lands last
 
 
 @pytest.fixture(scope="module")
@@ -30,69 +47,122 @@ def _text_at(ax, x, y) -> str:
     return found[0]
 
 
+def _softmax(logits: torch.Tensor, temp: float) -> np.ndarray:
+    return torch.softmax(logits.detach().cpu().double() / temp, -1).numpy()
+
+
 def test_heat_map_holds_the_stale_slot_before_and_minus_one_after(buggy, fixed):
     shrunk = buggy.launches[1]
     pad_row = shrunk.num_reqs  # the first padded row
     stale = buggy.launches[0].mapping[pad_row].item()  # what the larger batch left there
     assert stale in shrunk.live_slots  # it is a live request's slot: the dangerous case
-    for run, value, kind in ((buggy, stale, plots.PAD_COLLIDES), (fixed, -1, plots.PAD_EMPTY)):
-        grid = plots.mapping_grid(run.launches)
+    for run, value, kind in ((buggy, stale, mp.PAD_COLLIDES), (fixed, -1, mp.PAD_EMPTY)):
+        grid = mp.mapping_grid(run.launches)
         assert grid.values[1, pad_row] == value and grid.kinds[1, pad_row] == kind
-        assert (grid.kinds[:, :pad_row] == plots.LIVE).all()
-        fig = plots.mapping_heatmap(run.launches)
+        assert (grid.kinds[:, :pad_row] == mp.LIVE).all()
+        fig = mp.mapping_heatmap(run.launches)
         assert isinstance(fig, Figure)
         ax = fig.axes[0]
         np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), grid.kinds)
         assert _text_at(ax, pad_row, 1) == str(value)
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert plots.KIND_LABELS[kind] in legend
+        assert mp.KIND_LABELS[kind] in legend
+        assert ax.get_xlabel() and ax.get_ylabel()
+        assert f"labkit's {backends.backend()} backend" in caption_of(fig)
 
 
 def test_categories_of_a_dflash_mapping_with_pad_zero():
     run = timeline_run(fix=FixSwitches(fill_padding=True, mask_kernel=True, dflash_pad=0), drafter="dflash")
-    grid = plots.mapping_grid(run.launches)
+    grid = mp.mapping_grid(run.launches)
     k = run.launches[1].samples_per_req
     assert grid.samples_per_req == k == 2
     assert grid.values[1, 7 * k:8 * k].tolist() == [0] * k  # padded sample rows point at slot 0
-    assert (grid.kinds[1, 7 * k:8 * k] == plots.PAD_COLLIDES).all()  # ... which is live
+    assert (grid.kinds[1, 7 * k:8 * k] == mp.PAD_COLLIDES).all()  # ... which is live
 
 
-def test_ownership_names_the_padded_row_that_won(buggy, fixed):
+def test_ownership_before_the_fix(buggy):
     launch = buggy.launches[1]
-    slot, _, writer, live_row = launch.collisions()[0]
-    own = plots.ownership(launch)
-    assert own.sentences == [f"padded row {writer} wrote slot {slot}'s q (draft steps 0, 1) after row {live_row} did"]
-    assert (own.kinds[slot] == plots.OVERWRITTEN).all()
-    assert int(own.writes[slot, 0]) == 2
-    assert (writer, slot, "collides") in own.edges
-    fig = plots.ownership_map(launch)
+    slot, padded_row = 7, launch.num_reqs  # padded row 7 holds stale slot 7, live again at row 6
+    live_row = launch.live_slots.index(slot)
+    own = op.ownership(launch)
+    assert (padded_row, slot, "collides") in own.edges
+    assert (own.writes[slot] == 2).all()  # both rows stored, at every draft step, in any order
+    assert set(own.writer[slot].tolist()) <= {live_row, padded_row}
+    overwritten = own.writer[slot] == padded_row
+    np.testing.assert_array_equal(own.kinds[slot], np.where(overwritten, op.OVERWRITTEN, op.OWN_OK))
+    if IN_ORDER:
+        assert overwritten.all()
+        assert own.sentences == [f"padded row {padded_row} wrote slot {slot}'s q (draft steps 0, 1) "
+                                 f"after row {live_row} did"]
+    fig = op.ownership_map(launch)
     red = [p for p in fig.axes[0].patches if isinstance(p, FancyArrowPatch)
-           and to_hex(p.get_edgecolor()) == to_hex(plots.BAD_COLOR)]
-    assert len(red) == 1
-    assert "padded row 7 wrote slot 7" in fig._suptitle.get_text()
-    clean = plots.ownership(fixed.launches[1])
-    assert clean.sentences == [] and not (clean.kinds == plots.OVERWRITTEN).any()
-    assert (writer, -1, "masked") in clean.edges
+           and to_hex(p.get_edgecolor()) == to_hex(BAD_COLOR)]
+    assert len(red) == 1  # the padded row's arrow to the live slot, whoever won the race
+    title = fig._suptitle.get_text()
+    assert (f"padded row {padded_row} wrote slot {slot}" in title) == bool(overwritten.any())
+    assert caption_of(fig)
 
 
-def test_q_used_is_the_padded_rows_q_before_and_the_drawn_q_after(buggy, fixed):
+def test_ownership_after_the_fix(fixed):
+    clean = op.ownership(fixed.launches[1])
+    assert clean.sentences == [] and not (clean.kinds == op.OVERWRITTEN).any()
+    assert (7, -1, "masked") in clean.edges
+    assert (clean.writes[7] == 1).all()
+
+
+def test_q_used_is_one_of_the_two_rows_q_before_and_the_drawn_q_after(buggy, fixed):
     launch = buggy.launches[1]
-    slot, step, writer, live_row = launch.collisions()[0]
-    pair = plots.q_pair(launch, slot, step)
+    slot, step, padded_row = 7, 0, launch.num_reqs
+    pair = qp.q_pair(launch, slot, step)
     temp = float(launch.temperature[slot])
-    padded_q = torch.softmax(launch.row_logits[writer, step].double() / temp, -1).numpy()
-    np.testing.assert_allclose(pair.q_used, padded_q, rtol=1e-5, atol=1e-7)
-    assert pair.live_row == live_row and pair.writer == writer
-    assert pair.total_variation > 0.05
-    fig = plots.q_used_vs_drawn(launch, slot, step)
-    bars = fig.axes[0].patches
-    vocab = len(pair.q_drawn)
-    np.testing.assert_allclose([b.get_height() for b in bars[:vocab]], pair.q_drawn)
-    np.testing.assert_allclose([b.get_height() for b in bars[vocab:]], pair.q_used)
-    good = plots.q_pair(fixed.launches[1], slot, step)
+    padded_q = _softmax(launch.row_logits[padded_row, step], temp)
+    assert pair.live_row == launch.live_slots.index(slot) and pair.own_row == pair.live_row
+    np.testing.assert_allclose(pair.q_drawn, _softmax(launch.row_logits[pair.live_row, step], temp), rtol=1e-6)
+    assert total_variation(torch.from_numpy(pair.q_drawn), torch.from_numpy(padded_q)) > 0.05  # rows differ
+    if IN_ORDER or pair.writer == padded_row:
+        np.testing.assert_allclose(pair.q_used, padded_q, rtol=1e-5, atol=1e-7)
+        assert pair.total_variation > 0.05
+    else:  # the live row's store landed last on this GPU launch
+        np.testing.assert_allclose(pair.q_used, pair.q_drawn, rtol=1e-5, atol=1e-7)
+    good = qp.q_pair(fixed.launches[1], slot, step)
     np.testing.assert_allclose(good.q_used, good.q_drawn, rtol=1e-5, atol=1e-7)
     with pytest.raises(ValueError, match="not live"):
-        plots.q_pair(buggy.launches[1], 3, 0)
+        qp.q_pair(buggy.launches[1], 3, 0)
+
+
+def test_q_figure_draws_the_computed_bars(buggy):
+    pair = qp.q_pair(buggy.launches[1], 7, 0)
+    fig = qp.q_used_vs_drawn(buggy.launches[1], 7, 0)
+    ax = fig.axes[0]
+    vocab = len(pair.q_drawn)
+    heights = [b.get_height() for b in ax.patches]
+    np.testing.assert_allclose(heights[:vocab], pair.q_drawn)
+    np.testing.assert_allclose(heights[vocab:2 * vocab], pair.q_used)
+    same = np.array_equal(pair.q_drawn, pair.q_used)
+    assert to_hex(ax.patches[vocab].get_facecolor()) == to_hex(OK_COLOR if same else BAD_COLOR)
+    assert "token" in ax.get_xlabel() and ax.get_ylabel() == "probability"
+
+
+def test_timeline_q_pair_marks_the_drafted_token_and_p():
+    pair = qp.timeline_q_pair()
+    assert pair.slot == 7 and pair.step == 0  # the slot padded row 7 shares with live row 6
+    assert pair.token is not None and pair.q_drawn[pair.token] > 0  # drawn from q_drawn
+    assert pair.p is not None and pair.p.shape == pair.q_drawn.shape and abs(pair.p.sum() - 1) < 1e-9
+    kept = pair.acceptance(pair.q_used)
+    assert kept == pytest.approx(min(1.0, pair.p[pair.token] / pair.q_used[pair.token]))
+    fig = qp.q_used_vs_drawn(pair)
+    ax = fig.axes[0]
+    vocab = len(pair.p)
+    heights = [b.get_height() for b in ax.patches if b.get_width() < 0.5]
+    np.testing.assert_allclose(heights[:vocab], pair.p)  # p first, then q drawn, then q used
+    np.testing.assert_allclose(heights[2 * vocab:3 * vocab], pair.q_used)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(label.startswith("p:") for label in labels) and any("drafted token" in label for label in labels)
+    assert any(f"{kept:.2f}" in t.get_text() for t in ax.texts)  # the annotation next to the token
+    fixed = qp.timeline_q_pair(fix=FixSwitches.after(), slot=7)
+    assert fixed.token == pair.token  # the bug changes q, not the token the live row drew
+    np.testing.assert_allclose(fixed.p, pair.p)
+    np.testing.assert_allclose(fixed.q_used, fixed.q_drawn, rtol=1e-5, atol=1e-7)
 
 
 def test_bench_figure_bars_are_the_counts():
@@ -101,56 +171,77 @@ def test_bench_figure_bars_are_the_counts():
     modes = {"eager": ModeResult("eager", "eager", 10, 10, 0, 0.5, 0.3, 1, 0.9),
              "graph-buggy": ModeResult("graph-buggy", "eager", 10, 6, 4, 0.6, 0.5, 1, 0.9),
              "graph-fill-only": ModeResult("graph-fill-only", "eager", error="refused")}
-    fig = plots.bench_figure(BenchResult(BenchConfig(prompts=10), modes, {}, [], 1.0))
+    fig = bench_figure(BenchResult(BenchConfig(prompts=10), modes, {}, [], 1.0))
     ax = fig.axes[0]
-    widths = [round(p.get_width()) for p in ax.patches if p.get_width() > 0]
-    assert widths == [10, 6, 4, 10]  # eager right; buggy right + corrupted; refused: a hatched full bar
+    bars = [p for p in ax.patches if p.get_width() > 0]
+    assert [round(p.get_width()) for p in bars] == [10, 6, 4, 10]  # right; right + corrupted; refused: hatched
+    assert to_hex(bars[2].get_facecolor()) == to_hex(BAD_COLOR)  # only the corrupted bar is red
+    assert [to_hex(p.get_facecolor()) for p in bars].count(to_hex(BAD_COLOR)) == 1
     texts = [t.get_text() for t in ax.texts]
     assert "4 of 10 corrupted" in texts and any("refused" in t for t in texts)
+    assert "backend" in caption_of(fig)
 
 
-def test_moving_parts_names_every_part_of_the_fix():
-    fig = plots.moving_parts()
-    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+def _box_with_gid(ax, gid):
+    return next(p for p in ax.patches if isinstance(p, FancyBboxPatch) and p.get_gid() == gid)
+
+
+def _inside(box, point, slack=0.03) -> bool:
+    x, y = point
+    return (box.get_x() - slack <= x <= box.get_x() + box.get_width() + slack
+            and box.get_y() - slack <= y <= box.get_y() + box.get_height() + slack)
+
+
+def test_moving_parts_names_every_part_of_the_fix_and_draws_the_padded_store():
+    fig = moving_parts()
+    ax = fig.axes[0]
+    texts = " ".join(t.get_text() for t in ax.texts)
     for needle in ("FIX 1", "FIX 2", "FIX 3", "idx_mapping[row]", "draft_logits[slot", "inside the CUDA graph"):
         assert needle in texts
+    # Two stores cross from the row-indexed (blue) kernel into the slot-indexed (orange) q: a live
+    # row's (orange arrow) and the padded row's (the one red arrow). _posA_posB: the arrow's end
+    # points in data coordinates (FancyArrowPatch has no public getter).
+    kernel, q = _box_with_gid(ax, "kernel"), _box_with_gid(ax, "draft_logits")
+    assert to_hex(kernel.get_facecolor()) == to_hex(_box_with_gid(ax, "idx_mapping").get_facecolor())  # by row
+    assert to_hex(q.get_facecolor()) == to_hex(_box_with_gid(ax, "temperature").get_facecolor())  # by slot
+    red = [p for p in ax.patches if isinstance(p, FancyArrowPatch) and to_hex(p.get_edgecolor()) == to_hex(BAD_COLOR)]
+    assert [p.get_gid() for p in red] == ["padded_store"]
+    store = next(p for p in ax.patches if p.get_gid() == "store_q")
+    for arrow in (red[0], store):
+        start, end = arrow._posA_posB
+        assert _inside(kernel, start) and _inside(q, end)
+    assert "padded row 7" in texts
 
 
 def test_distribution_bars_and_token_labels():
-    assert plots.token_labels()[:3] == ["pad", "nl", "sp"]
-    fig = plots.distribution_bars(np.array([0.5, 0.5]), {"a": np.array([0.4, 0.6])}, labels=["x", "y"])
+    assert qp.token_labels()[:3] == ["pad", "nl", "sp"]
+    fig = qp.distribution_bars(np.array([0.5, 0.5]), {"a": np.array([0.4, 0.6])}, labels=["x", "y"])
     assert [round(p.get_height(), 2) for p in fig.axes[0].patches] == [0.5, 0.5, 0.4, 0.6]
+    assert fig.axes[0].get_xlabel() and fig.axes[0].get_ylabel()
 
 
 def test_figures_are_deterministic(buggy):
-    import io
-
     def png():
         buf = io.BytesIO()
-        plots.ownership_map(buggy.launches[1]).savefig(buf, format="png", metadata={"Software": None})
+        op.ownership_map(buggy.launches[1]).savefig(buf, format="png", metadata={"Software": None})
         return buf.getvalue()
 
     assert png() == png()
 
 
-def test_write_all_writes_pngs_and_includes_timing(tmp_path, monkeypatch, buggy):
-    import sys
-    import types
-
+def test_write_all_writes_the_explaining_and_the_record_figures(tmp_path):
     from labkit.repro import BenchConfig, BenchResult, ModeResult
     from labkit.viz import figures
 
-    timing = types.ModuleType("labkit.viz.timing_plots")
-    timing.save_timing_figures = lambda outdir: [outdir / "timing_fake.png"]
-    monkeypatch.setitem(sys.modules, "labkit.viz.timing_plots", timing)
     bench = BenchResult(BenchConfig(prompts=2), {"eager": ModeResult("eager", "eager", 2, 2, 0, 0.5, 0.3, 1, 0.9)},
                         {}, [], 1.0)
-    paths = figures.write_all(tmp_path, bench=bench, explorer_prompts=2)
+    record = {"provenance": {"device": "test GPU", "date": "2026-01-01"},
+              "e2e": {"median_tokens_per_s": {"eager": 10.0}, "runs": []}}
+    paths = figures.write_all(tmp_path, bench=bench, explorer_prompts=2, record=record)
     names = [p.name for p in paths]
-    assert names[:5] == ["moving_parts.png", "mapping_heatmap.png", "ownership_map.png", "q_used_vs_drawn.png",
-                         "bench_before_after.png"]
-    assert names[-1] == "timing_fake.png"
-    for p in paths[:5]:
+    assert names == ["moving_parts.png", "mapping_heatmap.png", "ownership_map.png", "q_used_vs_drawn.png",
+                     "bench_before_after.png", "timing_tokens_per_s.png"]
+    for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -167,12 +258,13 @@ def test_int32_offsets_wrap_exactly_at_the_first_overflowing_index():
 
 
 def test_shared_noise_biases_the_output_and_separate_salts_do_not():
-    from labkit.proofs.siblings import empirical, sampling_noise_tv, speculative_outputs, total_variation
+    from labkit.proofs.siblings import speculative_outputs
+    from labkit.proofs.stats import empirical, expected_tv
 
     p = torch.tensor([0.1, 0.45, 0.45], dtype=torch.float64)
     q = torch.tensor([0.8, 0.19, 0.01], dtype=torch.float64)
     n = 40_000
-    noise = sampling_noise_tv(p, n)
+    noise = expected_tv(p, n)
     right = total_variation(empirical(speculative_outputs(p, q, n, shared_noise=False), 3), p)
     shared = total_variation(empirical(speculative_outputs(p, q, n, shared_noise=True), 3), p)
     assert right < 4 * noise

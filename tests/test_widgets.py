@@ -1,14 +1,29 @@
-"""The explorer's callbacks, driven the way a browser would: by setting widget values."""
+"""The explorer's callbacks, driven the way a browser would: by setting widget values.
+
+Device-agnostic: on a GPU (compiled backend) which store lands last is a race, so the strict
+"padded row 7 wrote slot 7's q" is asserted only where programs run in order.
+"""
 
 from __future__ import annotations
 
 import pytest
+from matplotlib.figure import Figure
 
-pytest.importorskip("ipywidgets")
+from labkit import backends
+from labkit.runs import LONG_SCHEDULE, engine_run, timeline_source
+from labkit.viz import mapping_plots
+from labkit.viz.style import caption_of
+from labkit.viz.widgets import Explorer, explorer_figure, explorer_state
 
-from labkit.runs import LONG_SCHEDULE, engine_run, timeline_source  # noqa: E402
-from labkit.viz import plots  # noqa: E402
-from labkit.viz.widgets import Explorer, explorer_state  # noqa: E402
+IN_ORDER = backends.backend() != "triton"
+
+
+def _overwrites(view) -> bool:
+    """A live q was overwritten at this step: certain where stores land in order; on a GPU a padded
+    row holding a live slot is what is certain, and whether its store landed last is the race."""
+    if IN_ORDER:
+        return bool(view.collisions)
+    return bool((view.grid.kinds[view.step] == mapping_plots.PAD_COLLIDES).any())
 
 
 @pytest.fixture(scope="module")
@@ -26,32 +41,42 @@ def test_state_follows_the_step(source):
 
 
 def test_state_before_and_after_the_fix(source):
-    before = explorer_state(3, False, False, source=source)  # the MECHANICS shrink: slot 3 finished
-    assert before.collisions and before.sentences
-    assert "padded row 7 wrote slot 7's q" in before.caption
-    assert before.q.writer == 7 and before.q.total_variation > 0
+    before = explorer_state(3, False, False, source=source)  # docs/MECHANICS.md's shrink: slot 3 finished
+    assert before.grid.values[3, 7] == 7 and before.grid.kinds[3, 7] == mapping_plots.PAD_COLLIDES
+    assert before.launch.writes[7].tolist() == [2, 2]  # rows 6 and 7 both stored slot 7's q
+    if IN_ORDER:
+        assert before.collisions and before.sentences
+        assert "padded row 7 wrote slot 7's q" in before.caption
+        assert before.q.writer == 7 and before.q.total_variation > 0
+    assert bool(before.collisions) == ("padded row 7 wrote slot 7's q" in before.caption)
     after = explorer_state(3, True, True, source=source)
     assert not after.collisions and "no live request's q was overwritten" in after.caption
-    assert after.grid.values[3, 7] == -1 and after.grid.kinds[3, 7] == plots.PAD_EMPTY
-    assert not (after.grid.kinds == plots.PAD_COLLIDES).any()
+    assert after.grid.values[3, 7] == -1 and after.grid.kinds[3, 7] == mapping_plots.PAD_EMPTY
+    assert not (after.grid.kinds == mapping_plots.PAD_COLLIDES).any()
     mask_only = explorer_state(3, False, True, source=source)
-    assert mask_only.collisions == before.collisions  # stale slots are >= 0: the mask lets them through
+    assert _overwrites(mask_only)  # stale slots are >= 0: the mask lets them through
+    if IN_ORDER:
+        assert mask_only.collisions == before.collisions
 
 
 def test_fill_without_mask_is_a_refusal_not_a_crash(source):
     view = explorer_state(3, True, False, source=source)
     assert view.error and "mask" in view.error and view.num_steps == 0
-    assert isinstance(plots.explorer_figure(view), plots.Figure)
+    fig = explorer_figure(view)
+    assert isinstance(fig, Figure) and "refused" in fig.axes[0].texts[0].get_text() and caption_of(fig)
 
 
 def test_dflash_pad_toggle(source):
     zero = explorer_state(3, True, True, 0, "dflash", source=source)
     minus = explorer_state(3, True, True, -1, "dflash", source=source)
-    assert any(slot == 0 for slot, *_ in zero.collisions)
+    assert _overwrites(zero) and (zero.grid.values[3, 14:16] == 0).all()  # padded sample rows point at slot 0
+    if IN_ORDER:
+        assert any(slot == 0 for slot, *_ in zero.collisions)
     assert minus.collisions == []
 
 
 def test_slider_and_toggles_redraw_with_different_data(source):
+    pytest.importorskip("ipywidgets")
     ex = Explorer(source, step=2)
     assert ex.state.step == 2 and ex.redraws == 1
     png, caption, launch = ex.image.value, ex.caption.value, ex.state.launch
@@ -61,7 +86,7 @@ def test_slider_and_toggles_redraw_with_different_data(source):
     assert ex.step.max == len(LONG_SCHEDULE) - 1
 
     ex.step.value = 3
-    assert ex.state.collisions
+    assert _overwrites(ex.state)
     ex.fill.value = True
     assert ex.state.error  # fill without the mask: refused
     ex.mask.value = True
@@ -71,14 +96,18 @@ def test_slider_and_toggles_redraw_with_different_data(source):
     ex.drafter.value = "dflash"
     assert not ex.dflash_pad.disabled and ex.state.launch.samples_per_req == 2
     ex.dflash_pad.value = 0
-    assert any(slot == 0 for slot, *_ in ex.state.collisions)
+    assert _overwrites(ex.state)
     assert ex.widget.children  # the assembled box
 
 
 def test_default_step_is_the_first_overwrite(source):
+    pytest.importorskip("ipywidgets")
     ex = Explorer(source)
-    assert ex.state.collisions
-    assert all(not launch.collisions() for launch in source("autoregressive", False, False, 0).launches[:ex.state.step])
+    launches = source("autoregressive", False, False, 0).launches  # the same (cached) run the explorer shows
+    first = next((i for i, launch in enumerate(launches) if launch.collisions()), None)
+    if IN_ORDER:
+        assert first is not None  # in order, the padded row always stores last
+    assert ex.state.step == (first or 0) and bool(ex.state.collisions) == (first is not None)
 
 
 def test_engine_runs_are_cached_per_setting():

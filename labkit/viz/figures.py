@@ -1,36 +1,76 @@
-"""`python -m labkit figures`: write the figures that explain the bug as PNG files.
+"""`python -m labkit figures`: write the kit's figures as PNG files.
+
+Computed on the spot from the shipped models and fixed seeds:
 
     moving_parts.png          the buffers, who indexes them by row or by slot, the graph boundary
     mapping_heatmap.png       idx_mapping over an engine run, before and after the fix
-    ownership_map.png         MECHANICS' timeline: padded row 7 overwrites slot 7's q
-    q_used_vs_drawn.png       the q verification used vs the q the draft token was drawn from
+    ownership_map.png         docs/MECHANICS.md's timeline: padded row 7 overwrites slot 7's q
+    q_used_vs_drawn.png       the q verification used vs the q the draft token was drawn from, with p
     bench_before_after.png    the bench: corrupted responses per mode (runs the 50-prompt bench)
 
-plus, if another part of the kit provides ``labkit.viz.timing_plots.save_timing_figures``, the timing plots.
-Everything is computed on the spot from the shipped models and fixed seeds.
+Drawn from the newest recorded GPU run in labkit/data/gpu/ (:data:`RECORD_FIGURES`): the timing
+plots and the race's vocab blocks. Without a record, a CPU-measured timing figure instead.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-from labkit.viz import plots
+from labkit.viz import cpu_timing, race_plots, timing_plots
+from labkit.viz.bench_plots import bench_figure
+from labkit.viz.gpu_records import load_record, staircase_data
+from labkit.viz.mapping_plots import compare_mappings, launched_width, mapping_grid
+from labkit.viz.moving_parts import moving_parts
+from labkit.viz.ownership_plots import ownership_map
+from labkit.viz.q_plots import q_used_vs_drawn, timeline_q_pair
+from labkit.viz.style import save_png
 
-DPI = 110
+# file name -> (the record section it needs, the function drawing it from the record)
+RECORD_FIGURES = {
+    "timing_kernel_bandwidth.png": ("kernel", timing_plots.plot_kernel_bandwidth),
+    "timing_masked_vs_unmasked.png": ("kernel", timing_plots.plot_masked_vs_unmasked),
+    "timing_early_exit.png": ("kernel", timing_plots.plot_early_exit),
+    "timing_kernel_vs_torch.png": ("kernel", timing_plots.plot_kernel_vs_torch),
+    "timing_what_bounds_the_kernel.png": ("sweep", timing_plots.plot_sweep),
+    "timing_graph_vs_eager.png": ("graphs", timing_plots.plot_graph_vs_eager),
+    "timing_padding_staircase.png": ("staircase", timing_plots.plot_staircase),
+    "timing_tokens_per_s.png": ("e2e", timing_plots.plot_tokens_per_s),
+    "race_blocks.png": ("race_blocks", race_plots.plot_race_blocks),
+}
 
 
-def _save(fig, path: Path) -> Path:
-    # No "Software" stamp: the file then depends on the data and matplotlib's drawing only.
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-    return path
+def available_figures(record: dict) -> list[str]:
+    """Names of the figures this record has data for (a section that failed holds an 'error')."""
+    def has(section: str) -> bool:
+        if section == "staircase":
+            return bool(staircase_data(record))
+        data = record.get(section)
+        return bool(data) and not (isinstance(data, dict) and "error" in data)
+
+    return [name for name, (section, _) in RECORD_FIGURES.items() if has(section)]
 
 
-def write_all(outdir="figures", *, bench=None, bench_prompts: int = 50, explorer_prompts: int = 10) -> list[Path]:
-    """Write every figure into `outdir` (created if needed); returns the paths written.
+def write_record_figures(outdir="figures", record: dict | None = None, *, data_dir=None, log=print) -> list[Path]:
+    """Write the figures drawn from a GPU record into `outdir`; returns the paths.
+
+    Uses `record`, else the newest record in `data_dir` (default labkit/data/gpu/). With none, says
+    so and writes a CPU-measured figure instead (labelled as such on the plot)."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    record = record if record is not None else load_record(data_dir=data_dir)
+    if not record:
+        log("labkit figures: no GPU record in labkit/data/gpu/ (python -m labkit.gpu on a GPU makes one); "
+            "plotting a CPU-measured figure instead, labelled as such")
+        return [save_png(cpu_timing.plot_cpu_kernel(cpu_timing.cpu_record()), out / "timing_cpu_measured.png")]
+    return [save_png(RECORD_FIGURES[name][1](record), out / name) for name in available_figures(record)]
+
+
+def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int = 50,
+                             explorer_prompts: int = 10) -> list[Path]:
+    """Write the figures computed on the spot (see the module's docstring); returns the paths.
 
     `bench`: a BenchResult to draw instead of running the bench (the default modes over
-    `bench_prompts` prompts, about a minute on a laptop CPU).
+    `bench_prompts` prompts).
     """
     from labkit.modes import DEFAULT_MODES
     from labkit.repro import BenchConfig, run_bench
@@ -39,35 +79,32 @@ def write_all(outdir="figures", *, bench=None, bench_prompts: int = 50, explorer
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [_save(plots.moving_parts(), out / "moving_parts.png")]
+    paths = [save_png(moving_parts(), out / "moving_parts.png")]
 
     before = engine_run("autoregressive", False, False, -1, explorer_prompts)
     after = engine_run("autoregressive", True, True, -1, explorer_prompts)
-    width = max(plots.launched_width(before.launches), plots.launched_width(after.launches))
-    fig = plots.compare_mappings([
-        ("before the fix: stale slots stay in padded rows", plots.mapping_grid(before.launches, before.steps, width)),
-        ("after the fix: padded rows hold -1", plots.mapping_grid(after.launches, after.steps, width)),
+    width = max(launched_width(before.launches), launched_width(after.launches))
+    fig = compare_mappings([
+        ("before the fix: stale slots stay in padded rows", mapping_grid(before.launches, before.steps, width)),
+        ("after the fix: padded rows hold -1", mapping_grid(after.launches, after.steps, width)),
     ])
-    paths.append(_save(fig, out / "mapping_heatmap.png"))
+    paths.append(save_png(fig, out / "mapping_heatmap.png"))
 
-    timeline = timeline_run(fix=FixSwitches.before())
-    shrunk = timeline.launches[-1]
-    slot, step, _, _ = shrunk.collisions()[0]
-    paths.append(_save(plots.ownership_map(shrunk, title="MECHANICS' timeline, step t+1 (slot 3 finished)"),
-                       out / "ownership_map.png"))
-    paths.append(_save(plots.q_used_vs_drawn(shrunk, slot, step), out / "q_used_vs_drawn.png"))
+    shrunk = timeline_run(fix=FixSwitches.before()).launches[-1]
+    paths.append(save_png(ownership_map(shrunk, title="docs/MECHANICS.md's timeline, step t+1 (slot 3 finished)"),
+                          out / "ownership_map.png"))
+    paths.append(save_png(q_used_vs_drawn(timeline_q_pair()), out / "q_used_vs_drawn.png"))
 
     if bench is None:
         bench = run_bench(BenchConfig(prompts=bench_prompts), DEFAULT_MODES, progress=False)
-    paths.append(_save(plots.bench_figure(bench, title="the bench: before and after the fix"),
-                       out / "bench_before_after.png"))
-
-    try:
-        timing = importlib.import_module("labkit.viz.timing_plots")
-    except ImportError as err:
-        if err.name != "labkit.viz.timing_plots":  # the module exists but something it imports is missing
-            raise
-        timing = None
-    if timing is not None and hasattr(timing, "save_timing_figures"):
-        paths.extend(Path(p) for p in timing.save_timing_figures(out))
+    paths.append(save_png(bench_figure(bench, title="the bench: before and after the fix"),
+                          out / "bench_before_after.png"))
     return paths
+
+
+def write_all(outdir="figures", *, bench=None, bench_prompts: int = 50, explorer_prompts: int = 10,
+              record: dict | None = None, data_dir=None, log=print) -> list[Path]:
+    """Every figure: the explaining ones, then those drawn from the GPU record; returns the paths."""
+    paths = write_explaining_figures(outdir, bench=bench, bench_prompts=bench_prompts,
+                                     explorer_prompts=explorer_prompts)
+    return paths + write_record_figures(outdir, record, data_dir=data_dir, log=log)

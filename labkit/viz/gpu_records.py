@@ -1,0 +1,160 @@
+"""Recorded GPU measurements: finding them, reading them, and the tables the kit computes from them.
+
+The records are JSON files written by ``python -m labkit.gpu`` on a GPU and kept in
+``labkit/data/gpu/``. Only this module reads them (the GPU package writes them), so the rest of
+the kit draws GPU results on any machine, the CPU included.
+
+    record_paths(data_dir)     -> list[Path]    recorded files, oldest first
+    load_record(path)          -> dict | None   one record (default: the newest); None if none
+    caption(record)            -> str           "NVIDIA H200 · driver ... · 2026-11-29": where and when
+    kernel_table(record)       -> list[dict]    per (rows, vocab): times, GB/s, share of copy
+    headline(record)           -> dict          the figures the kit claims, computed from the record
+    staircase_data(record)     -> dict          the padding staircase's sections that succeeded
+    race_block_entries(record) -> list[dict]    the race's per-block winners, largest vocabulary first
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from labkit.checks import LabkitInputError
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu"
+RACE_BLOCK_KEYS = ("vocab", "block_v", "launches", "rows", "padded_share_per_launch", "padded_wins_per_block",
+                   "example_owner", "whole_launch_wins")
+
+
+def record_paths(data_dir: Path | str | None = None) -> list[Path]:
+    """Recorded GPU benchmark files, oldest first by their recorded date."""
+    folder = Path(data_dir) if data_dir is not None else DATA_DIR
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return sorted(paths, key=lambda p: (_read(p).get("provenance", {}).get("date", ""), p.name))
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def load_record(path: Path | str | None = None, data_dir: Path | str | None = None) -> dict | None:
+    """The record at `path`, or the newest one in `data_dir` (default labkit/data/gpu); None if none."""
+    if path is not None:
+        return json.loads(Path(path).read_text())
+    paths = record_paths(data_dir)
+    return _read(paths[-1]) if paths else None
+
+
+def caption(record: dict | None) -> str:
+    """One line naming the device, driver and versions that produced a record, and when."""
+    if not record:
+        return "no GPU record"
+    p = record.get("provenance", {})
+    if p.get("cpu_measured"):
+        return (f"CPU-measured on this machine ({p.get('device', 'cpu')}), torch {p.get('torch')}, "
+                f"{p.get('date', '')[:10]}: no GPU record found")
+    return (f"{p.get('device')} · driver {p.get('driver')} · CUDA {p.get('cuda')} · torch {p.get('torch')} · "
+            f"triton {p.get('triton')} · {p.get('date', '')[:10]}")
+
+
+# -- tables computed from a record --------------------------------------------------------------------
+
+def _kernel_row(e: dict) -> dict:
+    ms, g = e["ms"], e.get("graph_ms", {})
+    row = {
+        "rows": e["rows"], "vocab": e["vocab"], "bytes": e["bytes"],
+        "copy_us": ms["copy"] * 1e3, "masked_us": ms["masked"] * 1e3, "unmasked_us": ms["unmasked"] * 1e3,
+        "call_us": ms["masked_call"] * 1e3, "torch_us": ms["torch"] * 1e3,
+        "masked_gbs": e["bytes"] / ms["masked"] / 1e6, "copy_gbs": e["bytes"] / ms["copy"] / 1e6,
+        "share_of_copy": ms["copy"] / ms["masked"],
+        "masked_over_unmasked": (g["masked"] / g["unmasked"]) if g else ms["masked"] / ms["unmasked"],
+        "speedup_vs_torch": ms["torch"] / ms["masked_call"],
+    }
+    if "eager_ms" in e:
+        row["eager_call_us"] = e["eager_ms"]["masked_call"] * 1e3
+    if "compiled_ms" in e:
+        row["compiled_us"] = e["compiled_ms"] * 1e3
+        row["speedup_vs_compiled"] = e["compiled_ms"] / ms["masked_call"]
+    if "half_padded_ms" in e:
+        h = e["half_padded_ms"]
+        row["early_exit_over_masked"] = h["early_exit"] / h["masked"]
+        row["live_only_over_masked"] = h["live_rows_only"] / h["masked"]
+    return row
+
+
+def kernel_table(record: dict) -> list[dict]:
+    """Per (rows, vocab): medians in microseconds, effective GB/s and share of the same-bytes copy."""
+    return [_kernel_row(e) for e in record.get("kernel", {}).get("sizes", [])]
+
+
+def headline(record: dict, min_elements: int = 256 * 151936) -> dict:
+    """The figures the kit claims, at rows x vocab >= 256 x 151936 (worst case over those sizes)."""
+    table = kernel_table(record)
+    big = [r for r in table if r["rows"] * r["vocab"] >= min_elements]
+    out = {"sizes": [(r["rows"], r["vocab"]) for r in big]}
+    if big:
+        out["min_share_of_copy"] = min(r["share_of_copy"] for r in big)
+        out["max_masked_over_unmasked"] = max(r["masked_over_unmasked"] for r in big)
+        out["min_speedup_vs_torch"] = min(r["speedup_vs_torch"] for r in big)
+        for key, worst, name in (("speedup_vs_compiled", min, "min_speedup_vs_compiled"),
+                                 ("early_exit_over_masked", max, "max_early_exit_over_masked")):
+            values = [r[key] for r in big if key in r]
+            if values:
+                out[name] = worst(values)
+    if table:
+        out["max_masked_over_unmasked_all_sizes"] = max(r["masked_over_unmasked"] for r in table)
+    graphs = record.get("graphs", {}).get("sizes", [])
+    if graphs:
+        out["graph_speedup_by_rows"] = {e["rows"]: round(e["speedup_vs_eager_launches"], 2) for e in graphs}
+    if record.get("peak_copy"):
+        out["peak_copy_gbs"] = record["peak_copy"]["gb_per_s"]
+    e2e = record.get("e2e", {}).get("median_tokens_per_s")
+    if e2e:
+        out["tokens_per_s"] = e2e
+    return out
+
+
+def staircase_data(record: dict) -> dict:
+    """{'toy': ..., 'kernel': ...} from a record (sections 'staircase_toy' and 'staircase_kernel',
+    or an older combined 'staircase'); parts that failed or are missing are left out."""
+    old = record.get("staircase", {}) if isinstance(record.get("staircase"), dict) else {}
+    out = {}
+    for part in ("toy", "kernel"):
+        data = record.get(f"staircase_{part}", old.get(part))
+        if isinstance(data, dict) and "error" not in data and data.get("points"):
+            out[part] = data
+    return out
+
+
+def race_block_entries(record: dict) -> list[dict]:
+    """The record's race measurements per vocab block, largest vocabulary first.
+
+    ``record["race_blocks"]`` is one entry, a list of entries, or a dict of named entries; each
+    entry has the keys in :data:`RACE_BLOCK_KEYS`. Raises LabkitInputError naming what is missing.
+    """
+    data = record.get("race_blocks") if isinstance(record, dict) else None
+    if not data:
+        raise LabkitInputError("record has no 'race_blocks' section (python -m labkit.gpu records it on a GPU)")
+    if isinstance(data, dict):
+        entries = [data] if "vocab" in data else list(data.values())
+    else:
+        entries = list(data)
+    for entry in entries:
+        missing = [k for k in RACE_BLOCK_KEYS if not isinstance(entry, dict) or k not in entry]
+        if missing:
+            raise LabkitInputError(f"record['race_blocks'] entry lacks {', '.join(missing)}")
+        _check_race_entry(entry)
+    return sorted(entries, key=lambda e: -e["vocab"])
+
+
+def _check_race_entry(entry: dict) -> None:
+    where = f"record['race_blocks'] (vocab {entry['vocab']})"
+    if len(entry["padded_wins_per_block"]) != len(entry["example_owner"]) or not entry["example_owner"]:
+        raise LabkitInputError(f"{where}: padded_wins_per_block and example_owner must have one entry per vocab "
+                               f"block, got {len(entry['padded_wins_per_block'])} and {len(entry['example_owner'])}")
+    if not entry["padded_share_per_launch"]:
+        raise LabkitInputError(f"{where}: padded_share_per_launch is empty")
+    if len(entry["rows"]) != 2:
+        raise LabkitInputError(f"{where}: rows must be [live_row, padded_row], got {entry['rows']}")
