@@ -12,13 +12,15 @@ from labkit.viz.html_views import (
     Html,
     bench_side_by_side,
     first_difference,
-    highlight_from,
+    marked_pair,
     outcome_table,
     side_by_side,
     source_excerpt,
+    word_diff,
 )
 
 MARKED = re.compile(r"<mark[^>]*>(.*?)</mark>", re.S)
+FIRST = re.compile(r'<mark[^>]*title="first difference"[^>]*>(.*?)</mark>', re.S)
 
 
 @pytest.mark.parametrize("a,b,expected", [
@@ -33,30 +35,42 @@ def test_first_difference(a, b, expected):
     assert first_difference(a, b) == expected
 
 
-def test_highlight_marks_exactly_the_tail_from_the_first_difference():
-    ref, bad = "the baker went home.", "the baker wenth hoome"
-    start = first_difference(ref, bad)
-    assert start == len("the baker went")
-    marked_ref = MARKED.findall(highlight_from(ref, start))
-    marked_bad = MARKED.findall(highlight_from(bad, start))
-    assert marked_ref == [ref[start:]] and marked_bad == [bad[start:]]
-    # Everything before the mark is the common prefix, unmarked.
-    assert highlight_from(bad, start).startswith(bad[:start] + "<mark")
+def test_only_the_words_that_differ_are_marked_not_the_fluent_tail():
+    ref = "the baker went home. the king slept."
+    bad = "the baker wenth home. the king slept."
+    left, right = marked_pair(ref, bad)
+    assert MARKED.findall(left) == ["went"] and MARKED.findall(right) == ["wenth"]
+    # Everything else is there, unmarked, and the first mark is flagged as the first difference.
+    assert left.startswith("the baker <mark") and left.endswith("</mark> home. the king slept.")
+    assert FIRST.findall(right) == ["wenth"]
+
+
+def test_word_diff_gives_the_texts_back_and_starts_at_the_first_difference():
+    ref, bad = "a girl sings. a boy runs far.", "a girl sinks. a dog runs."
+    left, right = word_diff(ref, bad)
+    assert "".join(t for t, _ in left) == ref and "".join(t for t, _ in right) == bad
+    assert [t for t, d in left if d] == ["sings", "boy", " far"]
+    assert [t for t, d in right if d] == ["sinks", "dog"]
+    # The first marked word begins at or before the first differing character, on a word boundary.
+    first_marked = len(left[0][0])
+    assert first_marked <= first_difference(ref, bad) and ref[first_marked - 1] == " "
 
 
 def test_identical_texts_have_no_mark_and_text_is_escaped():
-    assert "<mark" not in highlight_from("same", first_difference("same", "same"))
-    html = highlight_from("a<b\nc", 1)
-    assert "&lt;" in html and "<b" not in html.replace("<mark", "")
-    assert "\n" not in html  # line breaks become a visible glyph
+    left, right = marked_pair("same", "same")
+    assert "<mark" not in left + right
+    left, _ = marked_pair("a<b\nc", "a<b\nd")
+    assert "&lt;" in left and "<b" not in left.replace("<mark", "")
+    assert "\n" not in left  # line breaks become a visible glyph
+    assert MARKED.findall(left) == ["c"]
 
 
-def test_side_by_side_marks_each_row_from_its_own_first_difference():
+def test_side_by_side_marks_each_row_where_it_differs():
     rows = [DiffRow("#1", "the king ", "has a boat.", "has a boot."),
             DiffRow("#2", "a girl ", "sings.", "sings. the")]
     html = side_by_side(rows, "eager", "graph-buggy")
     assert isinstance(html, Html) and html._repr_html_() == str(html)
-    assert MARKED.findall(html) == ["at.", "ot.", " the"]
+    assert MARKED.findall(html) == ["boat", "boot", " the"]
     assert html.count("<tr>") == 3 and "graph-buggy" in html
 
 
@@ -76,8 +90,8 @@ def _fake_result():
 def test_bench_side_by_side_shows_only_corrupted_responses():
     html = bench_side_by_side(_fake_result(), "graph-buggy")
     assert "#1" in html and "#0" not in html and "#2" not in html
-    assert MARKED.findall(html) == ["g sleeps.", "ng slee"]
-    assert "1 of 3 responses differ" in html
+    assert MARKED.findall(html) == ["king", "sleeps.", "kinng", "slee"]
+    assert "1 of 3 responses differ" in html and "word by word" in html
     assert "refused" in bench_side_by_side(_fake_result(), "graph-fill-only")
     assert "identical" in bench_side_by_side(_fake_result(), "eager")
 
@@ -102,3 +116,14 @@ def test_source_excerpt_numbers_lines_and_marks_matches():
     assert any(line.startswith(">") and "other=" in line for line in lines)
     with pytest.raises(ValueError, match="not found"):
         source_excerpt(gumbel, "no such line anywhere")
+
+
+def test_source_excerpt_of_a_whole_module_numbers_lines_as_the_file_does():
+    import inspect
+
+    from labkit.kernels import gumbel
+
+    file_lines = inspect.getsource(gumbel).splitlines()
+    first = source_excerpt(gumbel, "store_mask = in_vocab &").splitlines()[0]
+    number, text = int(first[1:5]), first[7:]
+    assert file_lines[number - 1] == text  # line N of the excerpt is line N of the file (1-based)

@@ -3,13 +3,17 @@
 Everything here is a pure function of its inputs (no timings, no object ids), so a notebook cell
 that prints it can be compared by nbval from one run to the next.
 
-The toy models are character-level, so one token is one character: "the first differing token"
-is the first differing character, and everything from there on is what the bug changed (once a
-response diverges, every later token is conditioned on a different history).
+The side-by-side diff aligns the two texts word by word (:mod:`difflib`) and marks only the words
+that differ, so the fluent text a corrupted response keeps writing is not marked as damage; a bar
+before the first marked word shows where the response first departs from the reference. The toy
+models are character-level: once a response diverges, every later token is conditioned on a
+different history, so words after the first difference can match again (they are left unmarked)
+and drift apart later.
 """
 
 from __future__ import annotations
 
+import difflib
 import html as _html
 import inspect
 import re
@@ -19,15 +23,18 @@ __all__ = [
     "Html",
     "DiffRow",
     "first_difference",
-    "highlight_from",
+    "word_diff",
+    "marked_pair",
     "side_by_side",
     "bench_side_by_side",
     "outcome_table",
     "source_excerpt",
 ]
 
-MARK_STYLE = "background:#ffd6d6;color:#8b0000;text-decoration:underline dotted"
+MARK_STYLE = "background:#ffd6d6;color:#8b0000"
+FIRST_STYLE = MARK_STYLE + ";border-left:3px solid #8b0000;padding-left:1px"
 NEWLINE_GLYPH = "\u23ce"  # a visible stand-in for the '\n' between stories
+_PIECES = re.compile(r"\w+|\s+|[^\w\s]")  # words, runs of white space, single punctuation marks
 
 
 class Html(str):
@@ -42,7 +49,7 @@ class Html(str):
 
 def first_difference(a: str, b: str) -> int | None:
     """Index of the first position where `a` and `b` differ (one ending early counts); None if equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     if len(a) == len(b):
@@ -54,11 +61,49 @@ def _visible(text: str) -> str:
     return _html.escape(text).replace("\n", NEWLINE_GLYPH)
 
 
-def highlight_from(text: str, start: int | None) -> str:
-    """`text` as HTML, with `text[start:]` inside one <mark> (nothing marked if start is None)."""
-    if start is None or start >= len(text):
-        return _visible(text)
-    return f'{_visible(text[:start])}<mark style="{MARK_STYLE}">{_visible(text[start:])}</mark>'
+Runs = list[tuple[str, bool]]
+
+
+def _append(runs: Runs, piece: str, differs: bool) -> None:
+    if not piece:
+        return
+    if runs and runs[-1][1] == differs:
+        runs[-1] = (runs[-1][0] + piece, differs)
+    else:
+        runs.append((piece, differs))
+
+
+def word_diff(reference: str, other: str) -> tuple[Runs, Runs]:
+    """Both texts as runs of (text, differs), from a word-level alignment of the two.
+
+    Joining a side's runs gives its text back. A run differs when its words were replaced,
+    dropped or added relative to the other text.
+    """
+    a, b = _PIECES.findall(reference), _PIECES.findall(other)
+    left: Runs = []
+    right: Runs = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        _append(left, "".join(a[i1:i2]), op != "equal")
+        _append(right, "".join(b[j1:j2]), op != "equal")
+    return left, right
+
+
+def _render(runs: Runs) -> str:
+    out, first = [], True
+    for text, differs in runs:
+        if differs:
+            style, title = (FIRST_STYLE, ' title="first difference"') if first else (MARK_STYLE, "")
+            out.append(f'<mark style="{style}"{title}>{_visible(text)}</mark>')
+            first = False
+        else:
+            out.append(_visible(text))
+    return "".join(out)
+
+
+def marked_pair(reference: str, other: str) -> tuple[str, str]:
+    """Both texts as HTML, with the words that differ marked and the first mark flagged."""
+    left, right = word_diff(reference, other)
+    return _render(left), _render(right)
 
 
 @dataclass(frozen=True)
@@ -70,7 +115,7 @@ class DiffRow:
 
 
 def side_by_side(rows: list[DiffRow], left_title: str, right_title: str, caption: str = "") -> Html:
-    """A table: prompt | left text | right text, both texts marked from their first difference on."""
+    """A table: prompt | left text | right text, with the words where they differ marked."""
     cell = "padding:4px 8px;vertical-align:top;border-top:1px solid #ddd;"
     text_cell = cell + "font-family:monospace;white-space:pre-wrap;max-width:28em"
     head = (f'<tr><th style="{cell}">#</th><th style="{cell}">prompt</th>'
@@ -78,12 +123,12 @@ def side_by_side(rows: list[DiffRow], left_title: str, right_title: str, caption
             f'<th style="{cell}">{_html.escape(right_title)}</th></tr>')
     body = []
     for row in rows:
-        start = first_difference(row.reference, row.other)
+        left, right = marked_pair(row.reference, row.other)
         body.append(
             f'<tr><td style="{cell}">{_html.escape(row.label)}</td>'
             f'<td style="{text_cell}">{_visible(row.prompt)}</td>'
-            f'<td style="{text_cell}">{highlight_from(row.reference, start)}</td>'
-            f'<td style="{text_cell}">{highlight_from(row.other, start)}</td></tr>'
+            f'<td style="{text_cell}">{left}</td>'
+            f'<td style="{text_cell}">{right}</td></tr>'
         )
     cap = f"<caption style='caption-side:bottom;text-align:left'>{_html.escape(caption)}</caption>" if caption else ""
     return Html(f'<table style="border-collapse:collapse">{cap}{head}{"".join(body)}</table>')
@@ -99,8 +144,9 @@ def bench_side_by_side(result, mode: str, limit: int = 4) -> Html:
             for rid in res.corrupted_rids[:limit]]
     if not rows:
         return Html(f"<p>{_html.escape(mode)}: every response is identical to {_html.escape(ref_name)}</p>")
-    caption = (f"{len(res.corrupted_rids)} of {res.responses} responses differ; marked: from the first "
-               f"differing character on ({NEWLINE_GLYPH} is a line break)")
+    caption = (f"{len(res.corrupted_rids)} of {res.responses} responses differ. Marked: the words that differ "
+               f"after aligning the two texts word by word; the bar: where the response first differs "
+               f"({NEWLINE_GLYPH} is a line break)")
     return side_by_side(rows, f"{ref_name} (reference)", mode, caption)
 
 
@@ -124,8 +170,8 @@ def outcome_table(result, modes=None) -> str:
         rows.append([name, r.reference, f"{r.identical_to_eager} of {r.responses}", str(r.corrupted),
                      f"{r.acceptance_rate:.2f}", f"{r.mean_target_nll:.2f}", f"{r.corpus_word_share:.0%}"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     return "\n".join(lines)
 
 
@@ -135,10 +181,11 @@ def source_excerpt(obj, start: str, stop: str | None = None, *, mark: str | None
                    context_after: int = 0) -> str:
     """Lines of `obj`'s source from the first line containing `start` to the first containing `stop`.
 
-    Lines are numbered as in the file. Lines matching the regex `mark` get a '>' in the margin.
-    Raises ValueError naming the marker if it is not found (the source changed).
+    Lines are numbered as in the file (a module's too). Lines matching the regex `mark` get a '>'
+    in the margin. Raises ValueError naming the marker if it is not found (the source changed).
     """
     lines, first = inspect.getsourcelines(obj)
+    first = max(first, 1)  # inspect numbers a whole module's lines from 0, a function's from its def line
     begin = next((i for i, line in enumerate(lines) if start in line), None)
     if begin is None:
         raise ValueError(f"{start!r} not found in the source of {getattr(obj, '__name__', obj)}")
