@@ -3,35 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import os
+import subprocess
 import sys
+import textwrap
 
+from labkit import backends
 from labkit.checks import LabkitInputError
 
+BACKEND_CHOICES = ("auto", "torch", "interpreter", "triton")
+BACKEND_HELP = (
+    "which code runs the kernels: 'torch' (the kernels' pure-torch references, same semantics and store "
+    "order; fast on a CPU), 'interpreter' (the Triton source in Triton's CPU interpreter; slow), 'triton' "
+    "(the Triton source compiled for a CUDA GPU). 'auto' (default): LABKIT_BACKEND if set, else 'triton' "
+    "with a CUDA GPU, else 'torch'"
+)
+# Optional packages that an extra brings in without naming them (JupyterLab needs nbformat).
+_BROUGHT_BY_EXTRA = {"nbformat": "lab"}
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+
+class UsageError(Exception):
+    """A command cannot run as asked; main prints the message on one line and exits with 2."""
+
+
+def _repro_epilog() -> str:
+    from labkit.modes import ALL_MODES, MODES
+    from labkit.repro import LEGEND
+
+    words = "\n".join(textwrap.fill(f"{word:<10} {meaning}", 96, initial_indent="  ", subsequent_indent=" " * 13)
+                      for word, meaning in LEGEND.items())
+    modes = "\n".join(f"  {m:<20} {MODES[m].summary}" for m in ALL_MODES)
+    return f"the table's words:\n{words}\n\nmodes:\n{modes}"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labkit.modes import ALL_MODES, DEFAULT_MODES, MODES
+    from labkit.modes import DEFAULT_MODES
 
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     repro = sub.add_parser(
         "repro", help="run the bench: the same prompts through eager, buggy and fixed modes",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="modes:\n" + "\n".join(f"  {m:<20} {MODES[m].summary}" for m in ALL_MODES),
+        description="Run the same prompts through eager, buggy and fixed modes and count the responses that "
+                    "differ from eager.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_repro_epilog(),
     )
-    repro.add_argument("--prompts", type=_positive, default=50, help="number of prompts (default 50)")
-    repro.add_argument("--seed", type=int, default=0, help="workload and sampling seed (default 0)")
+    repro.add_argument("--prompts", default="50", help="number of prompts, a positive integer (default 50)")
+    repro.add_argument("--seed", default="0", help="workload and sampling seed, an integer (default 0)")
     repro.add_argument("--modes", default=",".join(DEFAULT_MODES),
                        help="comma-separated modes, or 'all' (default: %(default)s); each mode's "
                             "eager reference is added")
+    repro.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
     repro.add_argument("--json", action="store_true", help="print a JSON record instead of the table")
     repro.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -39,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     figs = sub.add_parser("figures", help="write the figures that explain the bug (and the timing plots) to a folder")
     figs.add_argument("--out", default="figures", help="output folder (default: figures)")
+    figs.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
 
     student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
     student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
@@ -46,42 +71,144 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "info":
-        from labkit import describe
+def _integer(option: str, text: str, *, positive: bool) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or (positive and value < 1):
+        kind = "a positive integer" if positive else "an integer"
+        raise UsageError(f"{option} must be {kind}, got {text!r}")
+    return value
 
-        for key, value in describe().items():
-            print(f"{key:>15}: {value}")
-        return 0
 
-    if args.command == "figures":
-        from labkit.viz.figures import write_all
+# -- backends -----------------------------------------------------------------------------------
 
-        for path in write_all(args.out):
-            print(path)
-        return 0
-    if args.command == "student-edition":
-        from labkit.workshop.editions import build_student_edition
+def _auto_backend() -> str:
+    if os.environ.get("LABKIT_BACKEND", "").strip():
+        return backends.backend()  # the user chose it for this process
+    compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
+    return "triton" if compiled else "torch"
 
-        for path in build_student_edition(args.src, args.out):
-            print(path)
-        return 0
 
+def _backend_for(requested: str) -> str | None:
+    """The backend to run under; None if this process cannot switch to it (the kernels were compiled
+    at import and the interpreter is asked for: the caller re-runs the command in a fresh process)."""
+    name = _auto_backend() if requested == "auto" else requested
+    if name == "interpreter" and backends.HAS_TRITON and not backends.KERNELS_INTERPRETED:
+        if os.environ.get("LABKIT_BACKEND", "").strip() == "interpreter":  # already the fresh process
+            raise UsageError("LABKIT_BACKEND=interpreter is set, yet the kernels were compiled at import")
+        return None
+    if name == "interpreter" and not backends.HAS_TRITON:
+        raise UsageError("--backend interpreter runs the Triton source, but Triton is not installed here "
+                         "(it installs on Linux); --backend torch runs the kernels' torch references")
+    if name == "triton" and not (backends.HAS_TRITON and backends.HAS_CUDA):
+        raise UsageError("--backend triton compiles the kernels for a CUDA GPU, and this machine has "
+                         f"{'no CUDA device' if backends.HAS_TRITON else 'no Triton'}; "
+                         "--backend interpreter runs the same Triton source on the CPU")
+    return name
+
+
+def _in_interpreter_process(argv: list[str]) -> int:
+    # Triton fixes compiled-or-interpreted when the kernels are defined (at import), so the
+    # interpreter needs a process that chose it before importing labkit.
+    env = {**os.environ, "LABKIT_BACKEND": "interpreter"}
+    return subprocess.call([sys.executable, "-m", "labkit", *argv], env=env)
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+def _repro(args) -> int:
     from labkit.modes import resolve_modes
     from labkit.repro import BenchConfig, report, run_bench
 
-    try:
-        modes = resolve_modes(args.modes)
-    except LabkitInputError as err:
-        print(f"python -m labkit repro: error: {err}", file=sys.stderr)
-        return 2
-    result = run_bench(BenchConfig(prompts=args.prompts, seed=args.seed), modes, progress=not args.quiet)
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2))
-    else:
-        print(report(result))
+    prompts = _integer("--prompts", args.prompts, positive=True)
+    seed = _integer("--seed", args.seed, positive=False)
+    modes = resolve_modes(args.modes)
+    result = run_bench(BenchConfig(prompts=prompts, seed=seed), modes, progress=not args.quiet)
+    print(json.dumps(result.to_json(), indent=2) if args.json else report(result))
     return 0
+
+
+def _info(args) -> int:
+    from labkit import describe
+
+    for key, value in describe().items():
+        print(f"{key:>15}: {value}")
+    print(f"{'repro --backend':>15}: auto uses {_auto_backend()}")
+    return 0
+
+
+def _figures(args) -> int:
+    from labkit.viz.figures import write_all
+
+    for path in write_all(args.out):
+        print(path)
+    print(f"(computed with backend {backends.backend()})", file=sys.stderr)
+    return 0
+
+
+def _student_edition(args) -> int:
+    from labkit.workshop.editions import build_student_edition
+
+    for path in build_student_edition(args.src, args.out):
+        print(path)
+    return 0
+
+
+COMMANDS = {"repro": _repro, "info": _info, "figures": _figures, "student-edition": _student_edition}
+
+
+def missing_dependency_message(command: str, err: ImportError) -> str | None:
+    """What to install for a missing optional package, or None if `err` is not one (a kit bug)."""
+    package = (err.name or "").split(".")[0]
+    if not package or package == "labkit":
+        return None
+    try:
+        requires = importlib.metadata.requires("labkit") or []
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree
+        requires = []
+    extras = {req.split("extra ==")[1].strip(" '\"") for req in requires
+              if "extra ==" in req and req.split(";")[0].strip().lower().startswith(package.lower())}
+    extras |= {_BROUGHT_BY_EXTRA[package]} if package in _BROUGHT_BY_EXTRA else set()
+    if not extras:
+        return f"{command} needs the package {package!r}, which is not installed: pip install {package}"
+    first, *others = sorted(extras)
+    alternatives = "".join(f" (or 'labkit[{e}]')" for e in others)
+    return (f"{command} needs the optional package {package!r}, which a plain install of labkit leaves out: "
+            f"pip install 'labkit[{first}]'{alternatives}")
+
+
+def _run(command: str, args) -> int:
+    try:
+        return COMMANDS[command](args)
+    except (UsageError, LabkitInputError) as err:
+        message = str(err)
+    except OSError as err:
+        where = f": {err.filename}" if err.filename else ""
+        message = f"{err.strerror or err}{where}"
+    except ImportError as err:
+        message = missing_dependency_message(command, err)
+        if message is None:
+            raise
+    print(f"python -m labkit {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if getattr(args, "backend", None) is None:  # a command that runs no kernels
+        return _run(args.command, args)
+    try:
+        name = _backend_for(args.backend)
+    except UsageError as err:
+        print(f"python -m labkit {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    if name is None:
+        return _in_interpreter_process(argv)
+    with backends.using_backend(name):
+        return _run(args.command, args)
 
 
 if __name__ == "__main__":
