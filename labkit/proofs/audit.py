@@ -323,7 +323,7 @@ def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, check
             f.poisons = (*f.poisons, poison)
             f.max_abs_diff = max(f.max_abs_diff, diff)
             continue
-        # The same writer in the unpadded run: no other row stored there; the row's own value moved.
+        # The trace names the unpadded run's writer, the record's own row (see Corruption.sentence).
         own = how == "write trace" and writer == _from_trace(*run.reference_writers, index)[0]
         findings[key] = Corruption(buf_name, index, plan.location(buf_name, index),
                                    _owner(plan.output(buf_name), index), writer,
