@@ -85,6 +85,7 @@ def test_dflash_own_sample_rows_are_their_owners_writers(models, pad):
 def test_from_trace_takes_a_bare_writer_tensor():
     writer = torch.tensor([0, 1, -1, 1], dtype=torch.int32)  # slot 3's store came from row 1, not row 2
     table = OwnershipTable.from_trace(writer, live_slots=[0, 1, 3], mapping=[0, 1, 3, 1])
-    assert [(e["slot"], e["verdict"]) for e in table.collisions()] == [
-        (3, "OVERWRITTEN by live row 1")]
+    assert [(e["slot"], e["kind"], e["verdict"]) for e in table.collisions()] == [
+        (3, "overwritten", "OVERWRITTEN by live row 1")]
+    assert [e["kind"] for e in table.entries()] == ["ok", "ok", "free", "overwritten"]
     assert "mapping read by the launch (row -> slot): [0, 1, 3, 1]" in str(table)

@@ -22,6 +22,11 @@ import torch
 from labkit.checks import LabkitInputError
 from labkit.speculator import LaunchRecord
 
+# What happened at one draft_logits[slot, step]: a live q stored by its own row alone ("ok"), by its
+# own row last of several ("raced"), last by another row ("overwritten"), by nobody ("missing");
+# a slot no live request owns, stored to ("harmless") or not ("free").
+KINDS = ("ok", "raced", "overwritten", "missing", "harmless", "free")
+
 
 @dataclass
 class OwnershipTable:
@@ -100,34 +105,36 @@ class OwnershipTable:
 
     # -- verdicts -------------------------------------------------------------------------------
 
-    def _verdict(self, own: int | None, writer: int, stores: int) -> str:
+    def _verdict(self, own: int | None, writer: int, stores: int) -> tuple[str, str]:
+        """(kind, words): kind is one of KINDS."""
         if own is None:
-            return "free slot" if writer < 0 else f"written by {self.row_name(writer)} (no live owner: harmless)"
+            if writer < 0:
+                return "free", "free slot"
+            return "harmless", f"written by {self.row_name(writer)} (no live owner: harmless)"
         if writer < 0:
-            return "MISSING: nobody stored this live q"
+            return "missing", "MISSING: nobody stored this live q"
         if writer != own:
-            return f"OVERWRITTEN by {self.row_name(writer)}"
+            return "overwritten", f"OVERWRITTEN by {self.row_name(writer)}"
         if stores > 1:
-            return f"ok this time, but {stores} rows stored (a race on a GPU)"
-        return "ok"
+            return "raced", f"ok this time, but {stores} rows stored (a race on a GPU)"
+        return "ok", "ok"
 
     def entries(self) -> list[dict]:
         """One dict per (slot, step): slot, step, owner (live row or None), writer (-1: nobody),
-        stores, verdict (in words)."""
+        stores, kind (one of KINDS) and verdict (in words)."""
         out = []
         live = self.record.live_slots
         for slot in range(self.writer.shape[0]):
             for step in range(self.writer.shape[1]):
                 w, n = int(self.writer[slot, step]), int(self.writes[slot, step])
                 owner = live.index(slot) if slot in live else None
-                out.append(dict(slot=slot, step=step, owner=owner, writer=w, stores=n,
-                                verdict=self._verdict(self.own_row(slot, step), w, n)))
+                kind, verdict = self._verdict(self.own_row(slot, step), w, n)
+                out.append(dict(slot=slot, step=step, owner=owner, writer=w, stores=n, kind=kind, verdict=verdict))
         return out
 
     def collisions(self) -> list[dict]:
         """The entries where a live q is missing, overwritten, or was stored by several rows."""
-        return [e for e in self.entries() if not (e["verdict"] in ("ok", "free slot")
-                                                  or e["verdict"].endswith("harmless)"))]
+        return [e for e in self.entries() if e["kind"] in ("missing", "overwritten", "raced")]
 
     def __str__(self) -> str:
         lines = []
