@@ -141,3 +141,15 @@ def test_without_a_record_the_cpu_timer_draws_a_labelled_figure(tmp_path):
     said = []
     paths = figures.write_record_figures(tmp_path, data_dir=tmp_path / "none", log=said.append)
     assert [p.name for p in paths] == ["timing_cpu_measured.png"] and "no GPU record" in said[0]
+
+
+def test_kernel_vs_torch_names_the_hash_port_and_draws_natural_samplers(record):
+    natural = {"vocab": 151936, "sizes": [{"rows": 256, "vocab": 151936, "ms": {"kernel": 0.1, "rand_gumbel": 0.9,
+                                                                                 "multinomial": 1.5}}]}
+    ax = timing_plots.plot_kernel_vs_torch({**record, "torch_natural": natural}).axes[0]
+    labels = {line.get_label(): line for line in ax.lines}
+    assert "torch port of the kit's hash noise" in labels
+    rand = labels["torch sampler: torch.rand Gumbel + argmax"]
+    assert list(rand.get_xdata()) == [256] and list(rand.get_ydata()) == pytest.approx([900.0])
+    bare = timing_plots.plot_kernel_vs_torch({k: v for k, v in record.items() if k != "torch_natural"}).axes[0]
+    assert not any(line.get_label().startswith("torch sampler") for line in bare.lines)

@@ -110,8 +110,22 @@ def plot_early_exit(record: dict, vocab: int = 151936) -> Figure:
     return finish(fig, record)
 
 
+NATURAL_SAMPLERS = {"rand_gumbel": ("s", "torch sampler: torch.rand Gumbel + argmax"),
+                    "multinomial": ("^", "torch sampler: softmax + torch.multinomial")}
+
+
+def _natural_points(record: dict, vocab: int, name: str) -> list[tuple[int, float]]:
+    """(rows, microseconds) of a natural torch sampler from the record's 'torch_natural' section."""
+    section = record.get("torch_natural", {})
+    if not isinstance(section, dict) or "error" in section:
+        return []
+    return [(e["rows"], e["ms"][name] * 1e3) for e in section.get("sizes", [])
+            if e.get("vocab", section.get("vocab")) == vocab and name in e.get("ms", {})]
+
+
 def plot_kernel_vs_torch(record: dict, vocab: int = 151936) -> Figure:
-    """The kernel call against plain torch and torch.compile of the same sampling."""
+    """The kernel call against torch: a port of the kit's own hash noise (and torch.compile of it),
+    and, where recorded, the samplers one would write in torch (torch.rand Gumbel, multinomial)."""
     fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     pts = [r for r in kernel_table(record) if r["vocab"] == vocab]
@@ -119,11 +133,15 @@ def plot_kernel_vs_torch(record: dict, vocab: int = 151936) -> Figure:
     ax.plot(x, [r["call_us"] for r in pts], "-o", ms=3, color=MASKED, label="Triton kernel (whole call)")
     if all("eager_call_us" in r for r in pts):
         ax.plot(x, [r["eager_call_us"] for r in pts], "--", lw=1, color=MASKED, label="... launched from Python")
-    ax.plot(x, [r["torch_us"] for r in pts], "-o", ms=3, color=TORCH, label="plain torch")
+    ax.plot(x, [r["torch_us"] for r in pts], "-o", ms=3, color=TORCH, label="torch port of the kit's hash noise")
     comp = [r for r in pts if "compiled_us" in r]
     if comp:
         ax.plot([r["rows"] for r in comp], [r["compiled_us"] for r in comp], "-o", ms=3, color=COMPILED,
-                label="torch.compile of it")
+                label="torch.compile of that port")
+    for name, (marker, label) in NATURAL_SAMPLERS.items():
+        nat = _natural_points(record, vocab, name)
+        if nat:
+            ax.plot(*zip(*nat, strict=True), marker, ms=6, color=TORCH, ls="none", label=label)
     ax.plot(x, [r["copy_us"] for r in pts], ":", color=COPY, label="copy, same bytes")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
