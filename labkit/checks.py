@@ -6,9 +6,13 @@ who are in the middle of changing a kernel.
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import Iterable
 
 import torch
+
+from labkit import backends
 
 
 class LabkitInputError(ValueError):
@@ -75,13 +79,142 @@ def check_num_reqs(num_reqs: int, max_num_reqs: int) -> None:
         )
 
 
-def padded_slot_error(kernel: str, rows: list[int], slot: int = -1) -> PaddedSlotOutOfBoundsError:
+def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] = (-1,)) -> PaddedSlotOutOfBoundsError:
+    """The refusal of an unmasked launch whose `rows` hold the negative `slots` (named as they are)."""
     shown = ", ".join(str(r) for r in rows[:8]) + (" ..." if len(rows) > 8 else "")
+    values = sorted(set(int(s) for s in slots), reverse=True)
+    which = ", ".join(str(v) for v in values[:4])
+    first = values[0] if values else -1
+    noun = "slot" if len(values) == 1 else "slots"
     return PaddedSlotOutOfBoundsError(
-        f"{kernel}: rows [{shown}] hold slot {slot} (padding), but the kernel was launched without "
-        "the `slot >= 0` mask. It would read temperature[-1] and seeds[-1] and store to "
-        "draft_logits[-1, ...]: an out-of-bounds access before the start of each buffer "
+        f"{kernel}: rows [{shown}] hold {noun} {which} (padding), but the kernel was launched without "
+        f"the `slot >= 0` mask. It would read temperature[{first}] and seeds[{first}] and store to "
+        f"draft_logits[{first}, ...]: an out-of-bounds access before the start of each buffer "
         "(another tensor's memory on a GPU, heap garbage or a crash on the CPU). Filling the "
         "padded rows with -1 is only half of the fix: also launch the masked kernel "
         "(mask loads with `other`, and store with `mask=in_vocab & (slot >= 0)`)."
     )
+
+
+# -- scalars and switches ------------------------------------------------------------------------
+
+def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
+    """A Python (or NumPy) integer in [low, high]; bools and floats are refused, not rounded."""
+    if isinstance(value, bool) or isinstance(value, float):
+        raise LabkitInputError(f"{name} must be an integer, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise LabkitInputError(f"{name} must be an integer, got {value!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"in [{low}, {high}]" if low is not None and high is not None else (
+            f">= {low}" if low is not None else f"<= {high}")
+        raise LabkitInputError(f"{name} must be {bounds}, got {value}")
+    return value
+
+
+def check_power_of_two(name: str, value, low: int, high: int) -> int:
+    value = check_int(name, value)
+    if not (low <= value <= high and value & (value - 1) == 0):
+        raise LabkitInputError(f"{name} must be a power of two in [{low}, {high}], got {value}")
+    return value
+
+
+def check_backend(backend: str | None) -> str:
+    """The backend a kernel call runs on: `backend` if given (and available here), else the kit's."""
+    if backend is None:
+        return backends.backend()
+    if not isinstance(backend, str) or backend not in backends.BACKENDS:
+        raise LabkitInputError(
+            f"backend must be one of {', '.join(repr(b) for b in backends.BACKENDS)} or None (the kit's "
+            f"current backend), got {backend!r}"
+        )
+    if backend == "interpreter" and not backends.KERNELS_INTERPRETED:
+        raise LabkitInputError(
+            "backend='interpreter' is not available: the Triton kernels were not defined for the "
+            "interpreter when labkit was imported (set LABKIT_BACKEND=interpreter before importing it)"
+        )
+    if backend == "triton" and (backends.KERNELS_INTERPRETED or not backends.HAS_TRITON or not backends.HAS_CUDA):
+        raise LabkitInputError(
+            "backend='triton' (compiled kernels) needs Triton and a CUDA device, and the kernels must "
+            "not have been defined for the interpreter; use 'interpreter' or 'torch' here"
+        )
+    return backend
+
+
+# -- tensors -----------------------------------------------------------------------------------
+
+def check_tensor(name: str, t, *, dim: int | None = None, dtypes: tuple | None = None, what: str = "") -> None:
+    """`t` is a tensor with `dim` dimensions and one of `dtypes`; `what` says what the tensor holds."""
+    if not isinstance(t, torch.Tensor):
+        raise LabkitInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dim is not None and t.dim() != dim:
+        raise LabkitInputError(f"{name} must be {dim}-D{what}, got shape {tuple(t.shape)}")
+    if dtypes is not None and t.dtype not in dtypes:
+        names = " or ".join(str(d).replace("torch.", "torch.") for d in dtypes)
+        raise LabkitInputError(f"{name} must be {names}{what}, got {t.dtype}")
+
+
+def check_writable(name: str, t: torch.Tensor) -> None:
+    """A tensor the kernel writes in place must give every element its own memory.
+
+    Any strides are fine (the kernels take them), but a view made with expand() or as_strided()
+    that maps two indices to one element would make two stores land on one place.
+    """
+    dims = sorted((stride, size) for stride, size in zip(t.stride(), t.shape, strict=True) if size > 1)
+    reach = 0  # the largest offset the dimensions seen so far can reach
+    for stride, size in dims:
+        if stride <= reach:
+            raise LabkitInputError(
+                f"{name} is written in place, but its strides {tuple(t.stride())} for shape "
+                f"{tuple(t.shape)} map several elements onto one (a view made with expand() or "
+                "as_strided()); pass a tensor whose elements do not overlap"
+            )
+        reach += stride * (size - 1)
+
+
+def check_temperatures(temperature: torch.Tensor, slots: torch.Tensor, name: str = "temperature") -> None:
+    """Temperatures the launch reads must be >= 0 (0 is greedy) and not NaN (+inf: uniform)."""
+    if slots.numel() == 0:
+        return
+    used = temperature[slots].to(torch.float64)
+    bad = (used < 0) | used.isnan()
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise LabkitInputError(
+            f"{name}[{int(slots[i])}] is {float(used[i])}: a temperature must be >= 0 (0 means greedy) "
+            "and not NaN; logits / T with T < 0 turns the distribution upside down"
+        )
+
+
+def check_no_nan(name: str, t: torch.Tensor, rows_word: str = "row") -> None:
+    """No NaN anywhere in `t` (checked on the host: synchronises with a GPU)."""
+    if t.numel() == 0 or not t.is_floating_point():
+        return
+    nan = t.isnan()
+    if bool(nan.any()):
+        where = tuple(int(i) for i in nan.nonzero()[0])
+        raise LabkitInputError(
+            f"{name} holds NaN (first at index {where}): sampling from NaN logits has no meaning. "
+            "NaN logits usually come from NaN weights (a damaged weight file) or an overflow upstream"
+        )
+
+
+def check_slot_values(name: str, slots: torch.Tensor, max_num_reqs: int, *, allow_negative: bool) -> None:
+    """Every slot < max_num_reqs (and >= 0 unless padding is allowed), naming the first bad one."""
+    if slots.numel() == 0:
+        return
+    bad = slots >= max_num_reqs
+    if not allow_negative:
+        bad |= slots < 0
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        bounds = f"[0, max_num_reqs={max_num_reqs})" if not allow_negative else f"< max_num_reqs={max_num_reqs}"
+        raise LabkitInputError(
+            f"{name}[{row}] holds slot {int(slots[row])}: every slot must be {bounds} to index the "
+            "slot-indexed buffers (temperature, seeds, draft_logits)"
+        )
+
+
+def is_finite_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

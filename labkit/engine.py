@@ -18,6 +18,7 @@ buffer as the kernel saw it and which row wrote which slot.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Callable
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.checks import LabkitInputError, check_backend, check_int
 from labkit.kernels.rejection import rejection_sample
 from labkit.models import ToyModels, encode_context
 from labkit.speculator import FixSwitches, LaunchRecord, Speculator, make_speculator
@@ -160,6 +161,11 @@ class Engine:
                 "speculative decoding compares p and q token by token, so both models need one vocabulary"
             )
         self.device = torch.device(device) if device is not None else next(models.target.parameters()).device
+        for name, model in (("target", models.target), ("draft", models.draft)):
+            where = next(model.parameters()).device
+            if (where.type, where.index or 0) != (self.device.type, self.device.index or 0):
+                raise LabkitInputError(f"the {name} model is on {where} but the engine runs on {self.device}: "
+                                       "load the models there (load_toy_models(device))")
         self.models = models
         self.config = config
         self.pad_id = models.tokenizer.pad_id
@@ -177,15 +183,13 @@ class Engine:
         verify = config.verify_backend
         if verify is None:
             verify = "torch" if backends.backend() == "interpreter" else backends.backend()
-        self.verify_backend = verify
+        self.verify_backend = check_backend(verify)
 
     @torch.no_grad()
     def generate(self, requests: list[Request],
                  progress: Callable[[int, int], None] | None = None) -> RunResult:
         """Run all requests to completion. `progress(done, total)` is called as requests finish."""
-        for req in requests:
-            if req.output or req.slot != -1:
-                raise LabkitInputError(f"request {req.rid} was already run; make fresh requests")
+        self._check_requests(requests)
         waiting = sorted(requests, key=lambda r: (r.arrival_step, r.rid))
         batch: list[Request] = []
         records: list[StepRecord] = []
@@ -231,6 +235,26 @@ class Engine:
             num_drafted=totals["drafted"], num_accepted=totals["accepted"], num_emitted=totals["emitted"],
             target_nll_sum=totals["nll"], wall_s=wall, records=records,
         )
+
+    def _check_requests(self, requests: list[Request]) -> None:
+        """Refuse, before anything runs, what would fail (or silently go wrong) deep inside a step."""
+        vocab = self.models.target.vocab_size
+        seen: set = set()
+        for req in requests:
+            if req.output or req.slot != -1:
+                raise LabkitInputError(f"request {req.rid} was already run; make fresh requests")
+            if req.rid in seen:
+                raise LabkitInputError(f"two requests have rid {req.rid!r}: outputs are keyed by rid")
+            seen.add(req.rid)
+            what = f"request {req.rid}"
+            check_int(f"{what}: max_new_tokens", req.max_new_tokens, low=1)
+            check_int(f"{what}: arrival_step", req.arrival_step, low=0)
+            check_int(f"{what}: seed", req.seed, low=-(2**63), high=2**63 - 1)
+            t = req.temperature
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or math.isnan(t) or t < 0:
+                raise LabkitInputError(f"{what}: temperature must be a number >= 0 (0 is greedy), got {t!r}")
+            if any(isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < vocab for tok in req.prompt):
+                raise LabkitInputError(f"{what}: the prompt must be token ids in [0, vocab={vocab})")
 
     def _step(self, batch: list[Request], totals: dict):
         k = self.config.num_steps

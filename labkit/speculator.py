@@ -31,6 +31,7 @@ from labkit.checks import (
     check_mapping_dtype,
     check_num_reqs,
     check_same_device,
+    check_temperatures,
     padded_slot_error,
 )
 from labkit.graphs import GraphRunner
@@ -169,20 +170,19 @@ class Speculator:
 
     # -- the step's inputs --------------------------------------------------------------------
 
-    def copy_request_inputs(self, slots: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor,
+    def copy_request_inputs(self, slots, temperature: torch.Tensor, seeds: torch.Tensor,
                             contexts: torch.Tensor, positions: torch.Tensor) -> int:
-        """Write this step's live rows into the persistent buffers; returns num_reqs."""
+        """Write this step's live rows into the persistent buffers; returns num_reqs.
+
+        slots: the live rows' request slots, distinct, in [0, max_num_reqs) (a list or an integer
+        tensor); temperature (floating, >= 0, not NaN for live slots) and seeds (integer):
+        [max_num_reqs], by slot; contexts: [num_reqs, window] token ids in [0, vocab); positions:
+        [num_reqs] integers. Any strides. Anything else is refused with a LabkitInputError.
+        """
+        slots = self._live_slots(slots)
         num_reqs = int(slots.numel())
-        check_num_reqs(num_reqs, self.max_num_reqs)
-        check_same_device(slots=slots, temperature=temperature, seeds=seeds, contexts=contexts,
-                          positions=positions, buffers=self.idx_mapping)
-        if contexts.shape != (num_reqs, self.window) or positions.shape != (num_reqs,):
-            raise LabkitInputError(
-                f"contexts must be [num_reqs={num_reqs}, window={self.window}] and positions "
-                f"[{num_reqs}], got {tuple(contexts.shape)} and {tuple(positions.shape)}"
-            )
-        if num_reqs and (int(slots.min()) < 0 or int(slots.max()) >= self.max_num_reqs):
-            raise LabkitInputError(f"live slots must lie in [0, {self.max_num_reqs}), got {slots.tolist()}")
+        self._check_step_inputs(num_reqs, temperature, seeds, contexts, positions)
+        check_temperatures(temperature, slots.to(torch.int64))
         self.temperature.copy_(temperature)
         self.seeds.copy_(seeds)
         self.idx_mapping[:num_reqs].copy_(slots)
@@ -193,20 +193,69 @@ class Speculator:
         self.positions[:num_reqs].copy_(positions)
         return num_reqs
 
+    def _live_slots(self, slots) -> torch.Tensor:
+        """The live slots as a tensor of the mapping's dtype on our device, or a refusal that says why."""
+        t = slots if isinstance(slots, torch.Tensor) else torch.as_tensor(slots)
+        if t.numel() == 0:
+            t = t.to(torch.int64)
+        if t.dim() != 1 or t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+            raise LabkitInputError(f"slots must be a 1-D list or tensor of integer slot numbers, got "
+                                   f"{t.dtype} of shape {tuple(t.shape)}")
+        check_num_reqs(t.numel(), self.max_num_reqs)
+        values = [int(v) for v in t.tolist()]
+        for row, slot in enumerate(values):
+            if not 0 <= slot < self.max_num_reqs:
+                raise LabkitInputError(f"live slots must lie in [0, {self.max_num_reqs}); row {row} holds "
+                                       f"slot {slot} (slots {values})")
+        seen: dict[int, int] = {}
+        for row, slot in enumerate(values):
+            if slot in seen:
+                raise LabkitInputError(
+                    f"live slots must be distinct, got {values}: rows {seen[slot]} and {row} both hold slot "
+                    f"{slot}. Each row stores its draft distribution q into draft_logits[slot], so two live "
+                    "rows with one slot would store into the same q and one would overwrite the other -- "
+                    "the corruption that PR #47066 fixes for padded rows"
+                )
+            seen[slot] = row
+        return t.to(device=self.device, dtype=self.idx_mapping.dtype)
+
+    def _check_step_inputs(self, num_reqs, temperature, seeds, contexts, positions) -> None:
+        M = self.max_num_reqs
+        for name, t, shape, kind in (("temperature", temperature, (M,), "floating"),
+                                     ("seeds", seeds, (M,), "integer"),
+                                     ("contexts", contexts, (num_reqs, self.window), "integer"),
+                                     ("positions", positions, (num_reqs,), "integer")):
+            if not isinstance(t, torch.Tensor):
+                raise LabkitInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            right_kind = t.is_floating_point() if kind == "floating" else (
+                not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool)
+            if tuple(t.shape) != shape or not right_kind:
+                raise LabkitInputError(f"{name} must be a {kind} tensor of shape {list(shape)} "
+                                       f"(max_num_reqs={M}, num_reqs={num_reqs}), got {t.dtype} {list(t.shape)}")
+        check_same_device(temperature=temperature, seeds=seeds, contexts=contexts, positions=positions,
+                          buffers=self.idx_mapping)
+        if contexts.numel() and (int(contexts.min()) < 0 or int(contexts.max()) >= self.vocab_size):
+            raise LabkitInputError(f"contexts must hold token ids in [0, vocab={self.vocab_size}), got values "
+                                   f"from {int(contexts.min())} to {int(contexts.max())}")
+
     # -- proposing ----------------------------------------------------------------------------
 
     def propose(self, slots, temperature, seeds, contexts, positions) -> torch.Tensor:
         """Draft k tokens for each live row; returns [num_reqs, k] (a copy)."""
-        slots = torch.as_tensor(slots, dtype=self.idx_mapping.dtype, device=self.device)
         num_reqs = self.copy_request_inputs(slots, temperature, seeds, contexts, positions)
         self._prepare_sample_rows(num_reqs)
         rows = self.runner.rows_for(num_reqs)
+        if rows > self.max_num_reqs:
+            raise LabkitInputError(
+                f"{num_reqs} requests pad to the capture size {rows}, but the buffers have max_num_reqs="
+                f"{self.max_num_reqs} rows: give a capture size between {num_reqs} and {self.max_num_reqs}"
+            )
         self._refuse_unmasked_negative_slots(num_reqs, rows)
         if self.trace is not None:
             self.trace.reset()
         self.runner.run(num_reqs, self.run_rows)
         if self.record:
-            self.last_record = self._make_record(num_reqs, rows, slots)
+            self.last_record = self._make_record(num_reqs, rows)
         return self.draft_tokens[:num_reqs].clone()
 
     def _prepare_sample_rows(self, num_reqs: int) -> None:
@@ -232,7 +281,11 @@ class Speculator:
                             masked=self.fix.mask_kernel, trace=self.trace)
 
     def run_rows(self, rows: int) -> None:
-        """The captured work: k x (draft forward + sampling) on `rows` rows of the buffers."""
+        """The captured work: k x (draft forward + sampling) on `rows` rows of the buffers.
+
+        `rows` is num_reqs (eager) or a capture size; the buffers' rows past num_reqs are padding.
+        """
+        self._check_rows(rows)
         for step in range(self.num_steps):
             logits = self.model(self.input_tokens[:rows])[:, 0, :]
             if self.row_logits is not None:
@@ -247,13 +300,18 @@ class Speculator:
     def _sampling_mapping(self) -> torch.Tensor:
         return self.idx_mapping
 
-    def _make_record(self, num_reqs: int, rows: int, slots: torch.Tensor) -> LaunchRecord:
+    def _check_rows(self, rows) -> None:
+        # A slice past the buffers' end would silently run fewer rows than asked for.
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= self.max_num_reqs:
+            raise LabkitInputError(f"rows must be an integer in [1, max_num_reqs={self.max_num_reqs}], got {rows!r}")
+
+    def _make_record(self, num_reqs: int, rows: int) -> LaunchRecord:
         k, V = self.num_steps, self.vocab_size
         row_logits = self.row_logits[: rows * self.samples_per_req].reshape(rows, k, V).cpu().clone()
         return LaunchRecord(
             num_reqs=num_reqs,
             rows=rows,
-            live_slots=[int(s) for s in slots.tolist()],
+            live_slots=[int(s) for s in self.idx_mapping[:num_reqs].tolist()],
             mapping=self._sampling_mapping().cpu().clone(),
             samples_per_req=self.samples_per_req,
             writer=self.trace.writer.cpu().clone() if self.trace is not None else None,
@@ -297,6 +355,7 @@ class DFlashSpeculator(Speculator):
         return self.fix.dflash_pad < 0
 
     def run_rows(self, rows: int) -> None:
+        self._check_rows(rows)
         k = self.num_steps
         logits = self.model(self.input_tokens[:rows])[:, :k, :].reshape(rows * k, self.vocab_size)
         if self.row_logits is not None:

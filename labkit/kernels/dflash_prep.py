@@ -17,7 +17,15 @@ from __future__ import annotations
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import LabkitInputError, check_mapping_dtype, check_same_device
+from labkit.checks import (
+    LabkitInputError,
+    check_backend,
+    check_int,
+    check_mapping_dtype,
+    check_same_device,
+    check_tensor,
+    check_writable,
+)
 
 if _backend.HAS_TRITON:
     import triton
@@ -25,10 +33,10 @@ if _backend.HAS_TRITON:
 
     @triton.jit
     def dflash_prepare_kernel(
-        mapping_ptr,  # [num_reqs] int32: live row -> slot
-        pos_ptr,  # [num_reqs] int64: next position of each live row
-        out_mapping_ptr,  # [total] int32: sample row -> slot
-        out_pos_ptr,  # [total] int64: sample row -> position
+        mapping_ptr,  # [num_reqs] int: live row -> slot
+        pos_ptr,  # [num_reqs] int: next position of each live row
+        out_mapping_ptr, out_mapping_stride,  # [total] int: sample row -> slot (written in place)
+        out_pos_ptr, out_pos_stride,  # [total] int: sample row -> position (written in place)
         num_reqs, total, pad_value,
         NUM_STEPS: tl.constexpr,
         BLOCK: tl.constexpr,
@@ -39,28 +47,50 @@ if _backend.HAS_TRITON:
         live = offs < num_reqs * NUM_STEPS
         slot = tl.load(mapping_ptr + req, mask=live, other=0)
         pos = tl.load(pos_ptr + req, mask=live, other=0)
-        tl.store(out_mapping_ptr + offs, tl.where(live, slot, pad_value), mask=in_range)
-        tl.store(out_pos_ptr + offs, tl.where(live, pos + offs % NUM_STEPS, 0), mask=in_range)
+        # The outputs are persistent buffers the caller may hand over as strided views.
+        offs64 = offs.to(tl.int64)
+        tl.store(out_mapping_ptr + offs64 * out_mapping_stride, tl.where(live, slot, pad_value), mask=in_range)
+        tl.store(out_pos_ptr + offs64 * out_pos_stride, tl.where(live, pos + offs % NUM_STEPS, 0), mask=in_range)
 
 
-def _validate(idx_mapping, positions, num_reqs, num_steps, sample_idx_mapping, sample_pos, pad_value):
-    check_mapping_dtype(idx_mapping)
-    check_mapping_dtype(sample_idx_mapping, "sample_idx_mapping")
+INT_DTYPES = (torch.int32, torch.int64)
+
+
+def _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, num_steps, pad_value):
+    for name, t in (("idx_mapping", idx_mapping), ("sample_idx_mapping", sample_idx_mapping)):
+        check_tensor(name, t, dim=1, what=": one slot per row")
+        check_mapping_dtype(t, name)
+    check_tensor("positions", positions, dim=1, dtypes=INT_DTYPES, what=" [num_reqs]")
+    check_tensor("sample_pos", sample_pos, dim=1, dtypes=INT_DTYPES, what=" [max_num_reqs * k]")
     check_same_device(idx_mapping=idx_mapping, positions=positions,
                       sample_idx_mapping=sample_idx_mapping, sample_pos=sample_pos)
-    if num_steps < 1:
-        raise LabkitInputError(f"num_steps must be >= 1, got {num_steps}")
+    check_writable("sample_idx_mapping", sample_idx_mapping)
+    check_writable("sample_pos", sample_pos)
+    num_steps = check_int("num_steps", num_steps, low=1)
     if sample_idx_mapping.numel() != sample_pos.numel():
-        raise LabkitInputError("sample_idx_mapping and sample_pos must have the same length")
-    if num_reqs * num_steps > sample_idx_mapping.numel():
+        raise LabkitInputError("sample_idx_mapping and sample_pos must have the same length (max_num_reqs * k)")
+    capacity = sample_idx_mapping.numel() // num_steps
+    num_reqs = check_int("num_reqs", num_reqs, low=0)
+    if num_reqs > capacity:
         raise LabkitInputError(
-            f"{num_reqs} requests x {num_steps} steps = {num_reqs * num_steps} sample rows do not fit "
-            f"sample_idx_mapping of {sample_idx_mapping.numel()} rows (max_num_reqs * k)"
+            f"num_reqs={num_reqs} requests x num_steps={num_steps} = {num_reqs * num_steps} sample rows do not "
+            f"fit sample_idx_mapping of {sample_idx_mapping.numel()} rows (room for {capacity} requests)"
         )
     if idx_mapping.numel() < num_reqs or positions.numel() < num_reqs:
-        raise LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries")
-    if pad_value < -1:
-        raise LabkitInputError(f"pad_value must be -1 (no request) or a slot, got {pad_value}")
+        raise LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries, got "
+                               f"{idx_mapping.numel()} and {positions.numel()}")
+    pad_value = check_int("pad_value", pad_value)
+    info = torch.iinfo(sample_idx_mapping.dtype)
+    if not info.min <= pad_value <= info.max:
+        raise LabkitInputError(
+            f"pad_value={pad_value} does not fit sample_idx_mapping's {sample_idx_mapping.dtype} (it would be "
+            f"truncated, e.g. 2**40 to 0 -- slot 0, the bug this pad exists to avoid)"
+        )
+    if not -1 <= pad_value < capacity:
+        raise LabkitInputError(
+            f"pad_value must be -1 (no request: the fix) or a slot in [0, {capacity}) (a stale slot: "
+            f"before the fix), got {pad_value}"
+        )
 
 
 def prepare_dflash_sample_mapping(
@@ -74,16 +104,25 @@ def prepare_dflash_sample_mapping(
     pad_value: int = -1,
     backend: str | None = None,
 ) -> None:
-    """Fill the persistent sample buffers in place (live part from the batch, the rest `pad_value`)."""
-    _validate(idx_mapping, positions, num_reqs, num_steps, sample_idx_mapping, sample_pos, pad_value)
-    if (backend or _backend.backend()) == "torch":
+    """Fill the persistent sample buffers in place (live part from the batch, the rest `pad_value`).
+
+    idx_mapping and positions: [>= num_reqs], read. sample_idx_mapping and sample_pos:
+    [max_num_reqs * num_steps], written (any strides whose elements do not overlap).
+    """
+    which = check_backend(backend)
+    _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, num_steps, pad_value)
+    if which == "torch":
         prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos,
                                             num_reqs=num_reqs, num_steps=num_steps, pad_value=pad_value)
         return
     total = sample_idx_mapping.numel()
+    if total == 0:
+        return
     block = 256
+    # The inputs are only read: a packed copy is the same input.
     dflash_prepare_kernel[(triton.cdiv(total, block),)](
-        idx_mapping, positions, sample_idx_mapping, sample_pos,
+        idx_mapping.contiguous(), positions.contiguous(),
+        sample_idx_mapping, sample_idx_mapping.stride(0), sample_pos, sample_pos.stride(0),
         num_reqs, total, pad_value, NUM_STEPS=num_steps, BLOCK=block,
     )
 

@@ -37,15 +37,12 @@ from dataclasses import dataclass
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import (
-    LabkitInputError,
-    check_mapping_dtype,
-    check_same_device,
-    padded_slot_error,
-)
+from labkit.checks import LabkitInputError, check_backend, check_int, check_power_of_two, padded_slot_error
+from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_values
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key_torch
 
 DEFAULT_BLOCK_V = 1024
+MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (powers of two)
 
 if _backend.HAS_TRITON:
     import triton
@@ -160,6 +157,11 @@ if _backend.HAS_TRITON:
                     scores = scaled - 0.6931471805599453 * _lg2_approx(expo)
                 else:
                     scores = scaled - tl.log(expo)
+            # A NaN score (NaN logits or temperature) counts as +inf, as in the torch reference, and
+            # a lane past the vocabulary never wins (a negative temperature would turn its -inf
+            # into +inf): whatever the inputs, the token is inside the vocabulary.
+            scores = tl.where(scores != scores, float("inf"), scores)
+            scores = tl.where(in_vocab, scores, float("-inf"))
             # Max, then the first index holding it: the same answer as tl.argmax (first index of
             # the maximum) with cheaper per-element work (no (value, index) pair reduction).
             best = tl.max(scores, axis=0)
@@ -201,51 +203,6 @@ class WriteTrace:
         self.writes.zero_()
 
 
-def _validate(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-              samples_per_req, masked):
-    if logits.dim() != 2:
-        raise LabkitInputError(f"logits must be [num_rows, vocab], got shape {tuple(logits.shape)}")
-    num_rows, vocab = logits.shape
-    check_mapping_dtype(idx_mapping)
-    check_same_device(logits=logits, idx_mapping=idx_mapping, temperature=temperature,
-                      seeds=seeds, positions=positions, draft_logits=draft_logits)
-    if idx_mapping.numel() < num_rows or positions.numel() < num_rows:
-        raise LabkitInputError(
-            f"the launch has {num_rows} rows but idx_mapping has {idx_mapping.numel()} and "
-            f"positions {positions.numel()} entries"
-        )
-    if temperature.shape != seeds.shape or temperature.dim() != 1:
-        raise LabkitInputError("temperature and seeds must be 1-D and of equal length (one per slot)")
-    max_num_reqs = temperature.numel()
-    if draft_logits is not None:
-        if draft_logits.dim() != 3 or draft_logits.shape[0] != max_num_reqs or draft_logits.shape[2] != vocab:
-            raise LabkitInputError(
-                f"draft_logits must be [max_num_reqs={max_num_reqs}, k, vocab={vocab}], "
-                f"got {tuple(draft_logits.shape)}"
-            )
-        if not (0 <= draft_step and draft_step + samples_per_req <= draft_logits.shape[1]):
-            raise LabkitInputError(
-                f"draft steps {draft_step}..{draft_step + samples_per_req - 1} do not fit "
-                f"draft_logits with k={draft_logits.shape[1]}"
-            )
-        if draft_logits.dtype != torch.float32:
-            raise LabkitInputError(f"draft_logits must be float32, got {draft_logits.dtype}")
-    if samples_per_req < 1 or num_rows % samples_per_req:
-        raise LabkitInputError(f"{num_rows} rows is not a whole number of {samples_per_req}-sample requests")
-    capturing = logits.is_cuda and torch.cuda.is_current_stream_capturing()
-    if num_rows and not capturing:
-        slots = idx_mapping[:num_rows].to(torch.int64)
-        negative = (slots < 0).nonzero().flatten().tolist()
-        if negative and not masked:
-            raise padded_slot_error("gumbel_sample", negative)
-        too_big = (slots >= max_num_reqs).nonzero().flatten().tolist()
-        if too_big:
-            raise LabkitInputError(
-                f"idx_mapping rows {too_big[:8]} hold slots >= max_num_reqs={max_num_reqs}: "
-                "every slot must index the slot-indexed buffers (temperature, seeds, draft_logits)"
-            )
-
-
 def gumbel_sample(
     logits: torch.Tensor,
     idx_mapping: torch.Tensor,
@@ -267,23 +224,41 @@ def gumbel_sample(
 ) -> torch.Tensor:
     """Sample one token per row; store each row's scaled logits into `draft_logits[slot, step]`.
 
-    Returns int64 tokens [num_rows]. `draft_logits=None` is greedy drafting's case when no
-    q is kept (nothing slot-indexed is written); `masked` selects the kernel after the fix.
-    `early_exit` (masked only) skips padded rows' loads as well as their stores.
+    Returns int64 tokens [num_rows], always inside the vocabulary. `draft_logits=None` is greedy
+    drafting's case when no q is kept (nothing slot-indexed is written); `masked` selects the
+    kernel after the fix. `early_exit` (masked only) skips padded rows' loads as well as their
+    stores; a padded row then returns token 0.
+
+    Inputs: logits [num_rows, V] (any float dtype, any strides), idx_mapping [>= num_rows] signed
+    int, temperature float32 and seeds int64 [max_num_reqs], positions [>= num_rows] int32/int64,
+    draft_logits float32 [max_num_reqs, k, V] (any strides whose elements do not overlap). With
+    `validate` (the default) every input is checked first, values too: slots < max_num_reqs,
+    temperatures of the slots read >= 0 and not NaN, no NaN in logits -- a LabkitInputError says
+    which argument is wrong. Reading values synchronises with a GPU, so benchmarks pass
+    ``validate=False`` and vouch for their inputs. (Should NaN logits reach the kernel anyway, NaN
+    counts as +inf on every backend.)
 
     `block_v`, `num_warps` and `fast_math` tune the compiled kernel (see :func:`launch_config`);
     they do not change which token is sampled except at float-rounding ties.
     """
+    which = check_backend(backend)
     if early_exit and not masked:
         raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
+    _check_tuning(block_v, num_warps, fast_math)
     if validate:
-        _validate(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-                  samples_per_req, masked)
-    which = backend or _backend.backend()
+        check_layout(logits, idx_mapping, temperature, seeds, positions, draft_logits, trace,
+                     draft_step=draft_step, samples_per_req=samples_per_req, backend=which)
+        check_values(logits, idx_mapping, temperature, masked)
     if which == "torch":
         return gumbel_sample_torch(logits, idx_mapping, temperature, seeds, positions, draft_logits,
                                    draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
                                    early_exit=early_exit, trace=trace)
+    # The kernel reads these with unit stride; they are only read, so a packed copy is the same
+    # input (and under graph capture the copy is captured too, so a replay copies afresh).
+    idx_mapping, temperature, seeds, positions = (
+        t.contiguous() for t in (idx_mapping, temperature, seeds, positions))
+    if logits.stride(1) != 1:
+        logits = logits.contiguous()
     launch, finish = kernel_launcher(
         logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step=draft_step,
         samples_per_req=samples_per_req, masked=masked, early_exit=early_exit, trace=trace,
@@ -314,7 +289,7 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     """
     if interpreted is None:
         interpreted = _backend.KERNELS_INTERPRETED
-    pow2 = 1 << max(0, (vocab - 1).bit_length())
+    pow2 = max(MIN_BLOCK_V, 1 << max(0, (vocab - 1).bit_length()))
     if interpreted:
         return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0)
     block_v = min(GPU_BLOCK_V, pow2)
@@ -325,14 +300,25 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     return dict(block_v=block_v, num_warps=num_warps, fast_math=GPU_FAST_MATH)
 
 
+def _check_tuning(block_v, num_warps, fast_math) -> None:
+    """The tuning switches, checked on every backend (the torch reference ignores valid ones)."""
+    if block_v is not None:
+        check_power_of_two("block_v", block_v, MIN_BLOCK_V, MAX_BLOCK_V)
+    if num_warps is not None:
+        check_power_of_two("num_warps", num_warps, 1, 32)
+    if fast_math is not None:
+        check_int("fast_math", fast_math, low=0, high=2)
+
+
 def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None) -> dict:
+    _check_tuning(block_v, num_warps, fast_math)
     cfg = launch_config(num_rows, vocab)
     if block_v is not None:
-        cfg["block_v"] = block_v
+        cfg["block_v"] = int(block_v)
         if num_warps is None:
             cfg["num_warps"] = max(1, min(GPU_NUM_WARPS, block_v // 256))
     if num_warps is not None:
-        cfg["num_warps"] = num_warps
+        cfg["num_warps"] = int(num_warps)
     if fast_math is not None:
         if fast_math and _backend.KERNELS_INTERPRETED:
             raise LabkitInputError("fast_math uses inline PTX, which Triton's interpreter cannot run; "
@@ -349,7 +335,13 @@ def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_lo
     Returns ``(launch, finish)``: ``launch()`` runs the kernel (no reduction over blocks, no
     allocation, no checks), ``finish()`` reduces the partial results to tokens. Benchmarks time
     ``launch`` to count the kernel's own bytes; :func:`gumbel_sample` is both plus the checks.
+    Here only the layout is checked (unit stride along the vocabulary and the 1-D inputs);
+    the values are the caller's to vouch for.
     """
+    if early_exit and not masked:
+        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
+    check_launchable(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
+                      samples_per_req)
     num_rows, vocab = logits.shape
     cfg = _resolve_config(num_rows, vocab, block_v, num_warps, fast_math)
     block_v = cfg["block_v"]
@@ -423,6 +415,7 @@ def gumbel_sample_torch(
     vocab_index = torch.arange(vocab, device=logits.device)
     noise = gumbel_torch(key[:, None], vocab_index[None, :])
     scores = torch.where(hot[:, None], scaled + noise, scaled)
+    scores = torch.where(scores.isnan(), float("inf"), scores)  # NaN counts as +inf, as in the kernel
     steps = draft_step + torch.arange(num_rows, device=logits.device) % samples_per_req
     for row in range(num_rows):
         if not bool(valid[row]):

@@ -28,7 +28,16 @@ from dataclasses import dataclass
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import LabkitInputError, check_mapping_dtype, check_same_device
+from labkit.checks import (
+    LabkitInputError,
+    check_backend,
+    check_mapping_dtype,
+    check_no_nan,
+    check_same_device,
+    check_slot_values,
+    check_temperatures,
+    check_tensor,
+)
 from labkit.kernels.noise import SALT_ACCEPT, SALT_BONUS, SALT_RESIDUAL, gumbel_torch, row_key_torch, uniform_torch
 
 if _backend.HAS_TRITON:
@@ -159,26 +168,61 @@ class Verdict:
     num_accepted: torch.Tensor  # [num_reqs] int64, 0..k draft tokens accepted
 
 
-def _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
-    check_mapping_dtype(idx_mapping)
-    check_same_device(target_logits=target_logits, draft_logits=draft_logits, draft_tokens=draft_tokens,
-                      idx_mapping=idx_mapping, temperature=temperature, seeds=seeds, positions=positions)
-    if target_logits.dim() != 3 or draft_tokens.dim() != 2:
-        raise LabkitInputError("target_logits must be [num_reqs, k + 1, V] and draft_tokens [num_reqs, k]")
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
+    check_tensor("target_logits", target_logits, dim=3, dtypes=FLOAT_DTYPES, what=" [num_reqs, k + 1, vocab]")
     num_reqs, k1, vocab = target_logits.shape
+    if vocab < 1 or k1 < 1:
+        raise LabkitInputError(
+            f"target_logits must be [num_reqs, k + 1 >= 1, vocab >= 1], got {tuple(target_logits.shape)}")
+    check_tensor("draft_tokens", draft_tokens, dim=2, dtypes=(torch.int32, torch.int64), what=" [num_reqs, k] tokens")
     if tuple(draft_tokens.shape) != (num_reqs, k1 - 1):
         raise LabkitInputError(
             f"draft_tokens has shape {tuple(draft_tokens.shape)}, expected ({num_reqs}, {k1 - 1}) "
             "to match target_logits' [num_reqs, k + 1, V]"
         )
-    if draft_logits is not None and (draft_logits.shape[1] < k1 - 1 or draft_logits.shape[2] != vocab):
-        raise LabkitInputError(
-            f"draft_logits {tuple(draft_logits.shape)} does not match k={k1 - 1} and vocab={vocab}: "
-            "the draft and target models must share one vocabulary"
-        )
+    check_tensor("idx_mapping", idx_mapping, dim=1, what=" [>= num_reqs]: one slot per live row")
+    check_mapping_dtype(idx_mapping)
+    check_tensor("temperature", temperature, dim=1, dtypes=(torch.float32,), what=" [max_num_reqs]")
+    check_tensor("seeds", seeds, dim=1, dtypes=(torch.int64,), what=" [max_num_reqs]")
+    check_tensor("positions", positions, dim=1, dtypes=(torch.int32, torch.int64), what=" [>= num_reqs]")
+    if seeds.shape != temperature.shape:
+        raise LabkitInputError(f"temperature and seeds hold one entry per slot: got {temperature.shape[0]} and "
+                               f"{seeds.shape[0]} entries")
+    if idx_mapping.shape[0] < num_reqs or positions.shape[0] < num_reqs:
+        raise LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries")
+    if draft_logits is not None:
+        check_tensor("draft_logits", draft_logits, dim=3, dtypes=(torch.float32,), what=" [max_num_reqs, k, vocab]")
+        if (draft_logits.shape[0] != temperature.shape[0] or draft_logits.shape[1] < k1 - 1
+                or draft_logits.shape[2] != vocab):
+            raise LabkitInputError(
+                f"draft_logits {tuple(draft_logits.shape)} does not match max_num_reqs={temperature.shape[0]}, "
+                f"k={k1 - 1} and vocab={vocab}: the draft and target models must share one vocabulary"
+            )
+    check_same_device(target_logits=target_logits, draft_logits=draft_logits, draft_tokens=draft_tokens,
+                      idx_mapping=idx_mapping, temperature=temperature, seeds=seeds, positions=positions)
+
+
+def _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
+    _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions)
+    num_reqs, k1, vocab = target_logits.shape
+    if num_reqs == 0:
+        return
     slots = idx_mapping[:num_reqs].to(torch.int64)
-    if num_reqs and (int(slots.min()) < 0 or int(slots.max()) >= temperature.numel()):
-        raise LabkitInputError("verification runs on live rows only: every slot must be in [0, max_num_reqs)")
+    check_slot_values("idx_mapping", slots, temperature.shape[0], allow_negative=False)
+    check_temperatures(temperature, slots)
+    outside = (draft_tokens < 0) | (draft_tokens >= vocab)
+    if bool(outside.any()):
+        row, j = (int(i) for i in outside.nonzero()[0])
+        raise LabkitInputError(
+            f"draft_tokens[{row}, {j}] is {int(draft_tokens[row, j])}: every draft token must be in "
+            f"[0, vocab={vocab}); verification reads p and q at that index"
+        )
+    check_no_nan("target_logits", target_logits)
+    if draft_logits is not None:
+        check_no_nan("draft_logits (q of the live slots)", draft_logits[slots, : k1 - 1])
 
 
 def rejection_sample(
@@ -193,10 +237,16 @@ def rejection_sample(
     validate: bool = True,
     backend: str | None = None,
 ) -> Verdict:
-    """Verify `draft_tokens` for the live rows; `draft_logits=None` means greedy drafting."""
+    """Verify `draft_tokens` for the live rows; `draft_logits=None` means greedy drafting.
+
+    With `validate` (the default) the inputs are checked first, values too (slots of live rows in
+    [0, max_num_reqs), draft tokens in [0, vocab), temperatures >= 0 and not NaN, no NaN logits).
+    Any strides are accepted: everything here is only read.
+    """
+    which = check_backend(backend)
     if validate:
         _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions)
-    if (backend or _backend.backend()) == "torch":
+    if which == "torch":
         accepted, emit = rejection_verdicts_torch(target_logits, draft_logits, draft_tokens, idx_mapping,
                                                   temperature, seeds, positions)
         return combine_verdicts(draft_tokens, accepted, emit)
@@ -205,8 +255,13 @@ def rejection_sample(
     accepted = torch.empty((num_reqs, k), dtype=torch.int32, device=target_logits.device)
     emit = torch.empty((num_reqs, k1), dtype=torch.int64, device=target_logits.device)
     if num_reqs:
-        target_logits = target_logits.contiguous()
+        # The kernel reads with unit stride along the vocabulary and the 1-D inputs; every input
+        # is read-only, so packed copies are the same inputs.
+        target_logits, draft_tokens, idx_mapping, temperature, seeds, positions = (t.contiguous() for t in (
+            target_logits, draft_tokens, idx_mapping, temperature, seeds, positions))
         q = draft_logits if draft_logits is not None else target_logits
+        if q.stride(2) != 1:
+            q = q.contiguous()
         block_v = min(1024, triton.next_power_of_2(vocab))
         rejection_sample_kernel[(num_reqs, k1)](
             target_logits, target_logits.stride(0), target_logits.stride(1),
