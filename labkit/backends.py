@@ -131,9 +131,9 @@ def set_backend(name: str) -> str:
     between them, set LABKIT_BACKEND before importing labkit (in a notebook: restart the kernel).
     """
     global _current
-    name = name.strip().lower()
-    if name not in BACKENDS:
+    if not isinstance(name, str) or name.strip().lower() not in BACKENDS:
         raise LabkitInputError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    name = name.strip().lower()
     if name == "interpreter" and not KERNELS_INTERPRETED:
         raise RuntimeError(
             "the Triton kernels were compiled for the GPU when labkit was imported; "

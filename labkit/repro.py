@@ -7,6 +7,7 @@ eager run of the same drafter and draft sampling; :data:`LEGEND` says what the c
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -14,6 +15,8 @@ import sys
 import textwrap
 import time
 from dataclasses import asdict, dataclass, field, replace
+
+import torch
 
 from labkit import backends
 from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
@@ -161,6 +164,18 @@ def _score(name: str, run: RunResult, reference: RunResult, texts: dict[int, str
     return res
 
 
+@contextlib.contextmanager
+def _one_thread_on_cpu(device):
+    # The engine's tensors are tiny (rows x a 31-token vocabulary): intra-op threads only add
+    # synchronisation, and on a busy 2-core machine a 2-thread pool made each small op ~1000x slower.
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1 if torch.device(device).type == "cpu" else previous)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: ToyModels | None = None,
               progress: bool = True, device=None) -> BenchResult:
     """Run `modes` (plus the eager references they are compared with) over the same workload."""
@@ -176,7 +191,8 @@ def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: 
     for name in names:  # references first: every mode is scored against one already run
         reporter = _Progress(name, cfg.prompts) if progress else None
         try:
-            runs[name] = run_mode(name, cfg, models, prompts, progress=reporter, device=device)
+            with _one_thread_on_cpu(device):
+                runs[name] = run_mode(name, cfg, models, prompts, progress=reporter, device=device)
         except PaddedSlotOutOfBoundsError as err:
             results[name] = ModeResult(name, MODES[name].reference, identical_to_eager=None, corrupted=None,
                                        error=str(err))

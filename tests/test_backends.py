@@ -11,6 +11,7 @@ import pytest
 
 import labkit
 from labkit import backends
+from labkit.checks import LabkitInputError
 
 
 def _python(code: str, env_extra: dict, tmp_path=None, block_triton=False) -> subprocess.CompletedProcess:
@@ -38,7 +39,7 @@ def test_without_triton_the_torch_backend_runs_and_says_so_once(tmp_path):
         logits = torch.randn(3, 10)
         q = torch.zeros(4, 1, 10)
         t = gumbel_sample(logits, torch.tensor([0, 1, -1], dtype=torch.int32), torch.ones(4),
-                          torch.arange(4), torch.zeros(3, dtype=torch.int64), q, 0)
+                          torch.arange(4), torch.zeros(3, dtype=torch.int64), q, draft_step=0)
         print(labkit.backend(), t.shape[0], int((q[2] != 0).sum()))
     """
     out = _python(code, {}, tmp_path, block_triton=True)
@@ -80,10 +81,11 @@ def test_using_backend_restores_the_previous_backend_even_on_error():
         with backends.using_backend("torch"):
             raise KeyError("boom")
     assert labkit.backend() == before
-    with pytest.raises(ValueError, match="unknown backend"):
-        with backends.using_backend("opencl"):
-            pass
-    assert labkit.backend() == before
+    for bad in ("opencl", None, 3):
+        with pytest.raises(LabkitInputError, match="unknown backend"):
+            with backends.using_backend(bad):
+                pass
+        assert labkit.backend() == before
 
 
 @pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="compares the interpreter with torch")
