@@ -84,12 +84,14 @@ def _as_mode(mode: Mode | str) -> Mode:
 
 
 def speculator_for(mode: Mode | str, draft_model, *, max_num_reqs: int, num_steps: int, capture_sizes,
-                   record: bool = False, device=None) -> Speculator:
-    """The speculator that runs `mode` at these shapes."""
+                   record: bool = False, device=None, validate: bool = True) -> Speculator:
+    """The speculator that runs `mode` at these shapes (`validate=False`: no host-side input
+    checks in the kernels, for GPU timing; see :class:`~labkit.speculator.Speculator`)."""
     m = _as_mode(mode)
     return make_speculator(m.drafter, draft_model, max_num_reqs=max_num_reqs, num_steps=num_steps,
                            capture_sizes=tuple(capture_sizes), use_graphs=m.use_graphs, fix=m.fix,
-                           probabilistic=m.probabilistic, device=device, record=record)
+                           probabilistic=m.probabilistic, device=device, record=record,
+                           validate=validate)
 
 
 def engine_config_for(mode: Mode | str, *, max_num_reqs: int, num_steps: int, capture_sizes,
