@@ -1,0 +1,190 @@
+"""The launches of exercise (b): the learner's sampling kernel (or torch function) on guarded buffers.
+
+Each case is one launch of a toy vocabulary (31 tokens: one block of 32 lanes with one lane
+past the vocabulary) with a row -> slot mapping whose padded rows hold -1. Temperature, seeds and
+q (``draft_logits``) sit inside guarded allocations (:mod:`labkit.workshop.memory`); the
+outcome says what the launch produced and what it touched outside the buffers.
+
+How reads are seen depends on where the learner's code runs:
+
+    interpreter (CPU)   every load and store is logged before it happens      exact
+    torch function      integer indexing of the buffers is logged             exact
+    compiled (GPU)      the launch runs twice with different guard contents;
+                        a row whose token changed read the guards             by effect only
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from labkit import backends
+from labkit.kernels.gumbel import gumbel_sample_torch
+from labkit.kernels.noise import SALT_DRAFT
+from labkit.workshop.memory import GUARD_ROWS, Access, AccessLog, Guarded, GuardedTensor, recording
+
+M = 8  # slots (max_num_reqs)
+V = 31  # the toy vocabulary
+BLOCK_V = 32
+Q_UNTOUCHED = 7.0  # q before the launch: a slot nobody stores keeps it
+GUARD_Q = -12345.0
+TOKEN_UNSET = -7
+
+# The row -> slot mapping of each launch; slot 0 is live, so a `slot > 0` test shows up.
+CASE_MAPPINGS = ((0, 1, 2, 4, 5, 6, 7, -1), (6, 0, -1, -1), (3, 7, 1, 0))
+# Guard contents of the two launches a compiled kernel gets. A padded row that reads them samples
+# pure noise under the first (temperature 1e30) and the plain argmax under the second.
+GUARD_SETS = ((1e30, 918273645), (1e-30, 51))
+
+
+@dataclass
+class KernelCase:
+    index: int
+    mapping_list: tuple[int, ...]
+    logits: torch.Tensor
+    mapping: torch.Tensor
+    temperature: torch.Tensor
+    seeds: torch.Tensor
+    positions: torch.Tensor
+
+    @property
+    def live(self) -> dict[int, int]:
+        """slot -> the live row that holds it."""
+        return {s: r for r, s in enumerate(self.mapping_list) if s >= 0}
+
+    @property
+    def padded_rows(self) -> list[int]:
+        return [r for r, s in enumerate(self.mapping_list) if s < 0]
+
+    def reference(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens [rows] and q [M, V] of the kit's masked kernel (its torch reference)."""
+        q = torch.full((M, 1, V), Q_UNTOUCHED, dtype=torch.float32, device=self.logits.device)
+        tokens = gumbel_sample_torch(self.logits, self.mapping, self.temperature, self.seeds, self.positions,
+                                     q, draft_step=0, masked=True)
+        return tokens, q[:, 0]
+
+
+def triton_kernels_run() -> bool:
+    """Whether a learner's @triton.jit kernel can run in this session (interpreter, or a GPU)."""
+    return backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
+
+
+@contextlib.contextmanager
+def kit_work_on(device):
+    """Inside the block, the kit's own kernels on `device`: on the CPU, the torch backend on one thread.
+
+    The host exercises and the capstone run the kit's kernels around the learner's code. On the
+    CPU the torch backend has the kernels' semantics (same tokens, same q, same in-order stores)
+    at a fraction of the interpreter's time, and the tensors are tiny (rows x a 31-token
+    vocabulary), so intra-op threads only add synchronisation (on a busy 2-core machine, a lot).
+    On a GPU the compiled kernels stay as they are. The learner's own kernel is not affected.
+    """
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    previous = torch.get_num_threads()
+    with backends.using_backend("torch"):
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
+
+
+def kernel_device() -> torch.device:
+    """Where a learner's Triton kernel runs: the CPU in the interpreter, else the GPU."""
+    return torch.device("cpu") if backends.KERNELS_INTERPRETED else torch.device("cuda")
+
+
+def kernel_case(index: int, device) -> KernelCase:
+    mapping_list = CASE_MAPPINGS[index]
+    g = torch.Generator().manual_seed(50 + index)
+    rows = len(mapping_list)
+    logits = 3 * torch.randn(rows, V, generator=g)
+    temperature = torch.linspace(0.6, 1.0, M)
+    temperature[5] = 0.0  # one greedy request: its q is the unscaled logits, its token the argmax
+    seeds = torch.randint(0, 2**62, (M,), generator=g)
+    positions = torch.randint(0, 5000, (rows,), generator=g)
+    mapping = torch.tensor(mapping_list, dtype=torch.int32)
+    return KernelCase(index, mapping_list, *(t.to(device) for t in (logits, mapping, temperature, seeds, positions)))
+
+
+@dataclass
+class LaunchOutcome:
+    """What one launch produced, and what it touched outside the buffers."""
+
+    tokens: torch.Tensor  # [rows]; TOKEN_UNSET where the learner's code wrote nothing
+    q: torch.Tensor  # [M, V] after the launch
+    q_guard_rows_written: list[int]  # e.g. [-1]: draft_logits[-1] changed
+    reads: list[Access] = field(default_factory=list)  # out-of-bounds loads
+    stores: list[Access] = field(default_factory=list)  # out-of-bounds stores (where logged)
+    loads_without_other: list[str] = field(default_factory=list)
+    reads_seen: str = "exact"  # or "by effect" (compiled kernels)
+
+
+def _buffers(case: KernelCase, guard_temp, guard_seed):
+    return (Guarded.around("temperature", case.temperature, guard_temp),
+            Guarded.around("seeds", case.seeds, guard_seed),
+            Guarded.around("draft_logits", torch.full((M, V), Q_UNTOUCHED, device=case.logits.device), GUARD_Q))
+
+
+def _q_outcome(q: Guarded) -> tuple[torch.Tensor, list[int]]:
+    guards = q.guard_rows()
+    written = [i for i, row in zip(q.guard_indices(), guards, strict=True) if not torch.all(row == GUARD_Q)]
+    return q.view.clone(), written
+
+
+def launch_triton(kernel, case: KernelCase) -> LaunchOutcome:
+    """Launch a learner's @triton.jit kernel: logged in the interpreter, twice when compiled."""
+    if backends.KERNELS_INTERPRETED:
+        temp, seeds, q = _buffers(case, *GUARD_SETS[0])
+        tokens = torch.full((len(case.mapping_list),), TOKEN_UNSET, dtype=torch.int64)
+        plain = dict(logits=case.logits, idx_mapping=case.mapping, positions=case.positions, tokens=tokens)
+        with recording(plain, [temp, seeds, q]) as log:
+            _grid_launch(kernel, case, temp, seeds, q, tokens)
+        q_after, written = _q_outcome(q)
+        reads = [a for a in log.out_of_bounds if a.kind == "load"]
+        stores = [a for a in log.out_of_bounds if a.kind == "store"]
+        return LaunchOutcome(tokens, q_after, written, reads, stores, log.loads_without_other)
+    runs = []
+    for guard_temp, guard_seed in GUARD_SETS:
+        temp, seeds, q = _buffers(case, guard_temp, guard_seed)
+        tokens = torch.full((len(case.mapping_list),), TOKEN_UNSET, dtype=torch.int64, device=case.logits.device)
+        _grid_launch(kernel, case, temp, seeds, q, tokens)
+        runs.append((tokens, *_q_outcome(q)))
+    (tokens, q_after, written), (tokens_b, q_b, _) = runs
+    changed = [r for r in range(len(case.mapping_list)) if int(tokens[r]) != int(tokens_b[r])]
+    reads = [Access("load", "temperature or seeds", -1, r) for r in changed]
+    if not reads and not torch.equal(q_after, q_b):
+        reads = [Access("load", "temperature or seeds", -1, None)]
+    return LaunchOutcome(tokens, q_after, written, reads, reads_seen="by effect")
+
+
+def _grid_launch(kernel, case, temp: Guarded, seeds: Guarded, q: Guarded, tokens) -> None:
+    kernel[(len(case.mapping_list),)](case.logits, case.mapping, temp.view, seeds.view, case.positions,
+                                      q.view, tokens, V, SALT_DRAFT, BLOCK_V=BLOCK_V)
+
+
+def launch_torch(fn: Callable, case: KernelCase) -> LaunchOutcome:
+    """Call a learner's torch function; its temperature, seeds and q index like pointers."""
+    temp, seeds, q = _buffers(case, *GUARD_SETS[0])
+    log = AccessLog()
+    result = fn(case.logits.clone(), case.mapping.clone(), GuardedTensor.wrap(temp, log),
+                GuardedTensor.wrap(seeds, log), case.positions.clone(), GuardedTensor.wrap(q, log), SALT_DRAFT)
+    tokens = torch.full((len(case.mapping_list),), TOKEN_UNSET, dtype=torch.int64)
+    if result is not None:
+        values = torch.as_tensor(result).reshape(-1).to("cpu", torch.int64)
+        tokens[: values.numel()] = values[: tokens.numel()]
+    q_after, written = _q_outcome(q)
+    # A store such as `q[slot] = x` is logged as a store; `q[slot].copy_(x)` first indexes (a
+    # 'load'), so q's own guard contents are what tell its stores. Reads matter for the inputs.
+    reads = [a for a in log.out_of_bounds if a.kind == "load" and a.buffer != "draft_logits"]
+    stores = [a for a in log.out_of_bounds if a.kind == "store"]
+    return LaunchOutcome(tokens, q_after, written, reads, stores)
+
+
+__all__ = ["GUARD_ROWS", "KernelCase", "LaunchOutcome", "kernel_case", "kernel_device", "launch_triton",
+           "launch_torch", "triton_kernels_run", "CASE_MAPPINGS", "M", "V", "BLOCK_V", "TOKEN_UNSET", "Q_UNTOUCHED"]

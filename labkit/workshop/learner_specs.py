@@ -1,0 +1,74 @@
+"""The kit's speculators with the learner's host code in place of the kit's own.
+
+    LearnerSpeculator(draft_model, fill=copy_idx_mapping, ...)               exercise (a)
+    LearnerDFlashSpeculator(draft_model, sample_mapping=build_sample_mapping,
+                            fill=None, ...)                                   exercise (c)
+
+Both take every other :class:`~labkit.speculator.Speculator` argument (``sampler=`` plugs in a
+learner's kernel: :mod:`labkit.workshop.capstone`). Each step they keep, per buffer the learner
+wrote, its contents before and after the learner's function and what it returned
+(``spec.seen[buffer]``), and refuse to launch when the learner left a value past the last slot.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from labkit.speculator import DFlashSpeculator, Speculator
+from labkit.workshop.feedback import call_learner
+from labkit.workshop.host_steps import refuse_unsafe
+
+
+def _run_learner(spec, name: str, buffer: torch.Tensor, fn: Callable, *args) -> None:
+    before = buffer.cpu().clone()
+    returned = call_learner(fn, *args)
+    after = buffer.cpu().clone()
+    spec.seen[name] = (before, after, returned)
+    refuse_unsafe(after, spec.max_num_reqs)
+
+
+def _copy_with_learner_fill(spec, copy_live_rows: Callable, slots, *rest) -> int:
+    """The kit's input copy, with idx_mapping written by the learner's fill instead."""
+    stale = spec.idx_mapping.clone()
+    num_reqs = copy_live_rows(slots, *rest)
+    spec.idx_mapping.copy_(stale)  # exactly as earlier steps left it: the learner writes all of it
+    # The learner gets what the exercise promises: int32 slots on the buffer's device.
+    live = torch.as_tensor(slots, device=spec.device).to(spec.idx_mapping.dtype).clone()
+    _run_learner(spec, "idx_mapping", spec.idx_mapping, spec.fill, spec.idx_mapping, live)
+    return num_reqs
+
+
+class LearnerSpeculator(Speculator):
+    """The autoregressive drafter; `fill(idx_mapping, slots)` writes the row -> slot mapping each step."""
+
+    def __init__(self, draft_model, *, fill: Callable, **kwargs):
+        self.fill = fill
+        self.seen: dict[str, tuple] = {}
+        super().__init__(draft_model, **kwargs)
+
+    def copy_request_inputs(self, slots, *rest) -> int:
+        return _copy_with_learner_fill(self, super().copy_request_inputs, slots, *rest)
+
+
+class LearnerDFlashSpeculator(DFlashSpeculator):
+    """The DFlash-style drafter; `sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping)` builds
+    the per-sample-row mapping (the positions stay the kit's), and `fill`, if given, idx_mapping."""
+
+    def __init__(self, draft_model, *, sample_mapping: Callable, fill: Callable | None = None, **kwargs):
+        self.sample_mapping, self.fill = sample_mapping, fill
+        self.seen: dict[str, tuple] = {}
+        super().__init__(draft_model, **kwargs)
+
+    def copy_request_inputs(self, slots, *rest) -> int:
+        if self.fill is None:
+            return super().copy_request_inputs(slots, *rest)
+        return _copy_with_learner_fill(self, super().copy_request_inputs, slots, *rest)
+
+    def _prepare_sample_rows(self, num_reqs: int) -> None:
+        stale = self.sample_idx_mapping.clone()
+        super()._prepare_sample_rows(num_reqs)  # the kit's sample positions
+        self.sample_idx_mapping.copy_(stale)
+        _run_learner(self, "sample_idx_mapping", self.sample_idx_mapping, self.sample_mapping,
+                     self.idx_mapping, num_reqs, self.num_steps, self.sample_idx_mapping)

@@ -1,0 +1,124 @@
+"""What every checker shares: verdicts, hints, guarded memory, and a workshop that works without Triton."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from workshop_helpers import assert_rejected
+
+import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
+from labkit import backends
+from labkit.workshop import checkers as ex
+from labkit.workshop.checkers import tl, triton
+from labkit.workshop.feedback import CheckResult, never_raises
+
+needs_interpreter = pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="the access log needs the interpreter")
+
+
+def test_hints_give_more_away_step_by_step_and_only_the_last_shows_the_fix():
+    for exercise, fix in (("a", "= -1"), ("c", "= -1"), ("b-triton", "mask="), ("b-torch", "continue"),
+                          ("d-triton", "tl.int64"), ("d-torch", "torch.int64")):
+        hints = [repr(ex.hint(exercise, n)) for n in (1, 2, 3)]
+        assert hints[0].startswith(f"Hint 1/3 for ({exercise[0]}")
+        assert "(the fix)" in hints[2] and fix in hints[2]
+        assert all(fix not in h and "(the fix)" not in h for h in hints[:2]), exercise
+    assert "Hint 2/3" in repr(ex.hint("(a)", 2))
+
+
+def test_hints_never_raise():
+    assert "no exercise 'z'" in repr(ex.hint("z"))
+    assert "hints 1 to 3" in repr(ex.hint("b", 9))
+    assert "hints 1 to 3" in repr(ex.hint("a", "2"))
+
+
+def test_a_result_shows_its_warnings_and_is_true_only_when_solved():
+    result = CheckResult("a", True, "Exercise (a) solved. Fine.", ["something to know"])
+    assert bool(result) and repr(result) == "Exercise (a) solved. Fine.\nWarning: something to know"
+    assert not CheckResult("a", False, "Exercise (a) not solved yet: no.")
+
+
+def test_a_fault_inside_a_checker_is_reported_not_raised():
+    @never_raises("z")
+    def check(_):
+        raise KeyError("the kit's own bug")
+
+    result = check(None)
+    assert not result.solved and "the kit stopped with KeyError" in result.message
+
+
+@triton.jit
+def kernel_wild(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    temp = tl.load(temperature_ptr + slot * 1000000)  # far outside every buffer for slot -1
+    tl.store(token_ptr + row, temp.to(tl.int64))
+
+
+@needs_interpreter
+def test_an_access_outside_every_buffer_is_refused_before_it_happens():
+    assert_rejected(ex.check_kernel(kernel_wild), "outside every buffer", "stopped it before it happened",
+                    "padded rows are 7")
+
+
+_WITHOUT_TRITON = textwrap.dedent("""
+    import sys
+    sys.modules["triton"] = None  # as on macOS and Windows: no Triton at all
+    import torch
+    from labkit import backends
+    from labkit.kernels.noise import gumbel_torch, row_key_torch
+    from labkit.workshop import checkers as ex
+    assert backends.backend() == "torch" and not backends.HAS_TRITON
+
+    def gumbel_rows(logits, idx_mapping, temperature, seeds, positions, q, salt):
+        tokens = torch.zeros(logits.shape[0], dtype=torch.int64)
+        for row in range(logits.shape[0]):
+            slot = int(idx_mapping[row])
+            if slot < 0:
+                continue
+            temp = float(temperature[slot])
+            scaled = logits[row] / temp if temp else logits[row]
+            q[slot] = scaled
+            noise = gumbel_torch(row_key_torch(seeds[slot], positions[row], salt), torch.arange(logits.shape[1]))
+            tokens[row] = (scaled + noise).argmax() if temp else scaled.argmax()
+        return tokens
+
+    def q_offset(slot, step, stride_slot, stride_step):
+        return slot.to(torch.int64) * stride_slot + step * stride_step
+
+    @ex.triton.jit  # the stand-in: the Triton cell still defines its function
+    def gumbel_kernel(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                      vocab_size, salt, BLOCK_V: ex.tl.constexpr):
+        pass
+
+    print(ex.check_kernel(gumbel_rows).solved, ex.check_offset(q_offset).solved)
+    print(ex.check_kernel({"gumbel_kernel": gumbel_kernel}).message)
+""")
+
+
+def test_the_workshop_imports_and_checks_torch_versions_without_triton():
+    env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_TRITON], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "True True"
+    assert "Triton cannot run on this machine" in lines[1] and "gumbel_rows" in lines[1]
+
+
+def test_importing_the_checkers_imports_no_triton_of_its_own():
+    import ast
+    from pathlib import Path
+
+    for path in Path(ex.__file__).parent.glob("*.py"):
+        if path.name == "offset_kernels.py":
+            continue  # the two harness kernels, imported only where Triton runs
+        tree = ast.parse(path.read_text())
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module for n in top if isinstance(n, ast.ImportFrom)]
+        assert not any(name and name.split(".")[0] == "triton" for name in names), path.name

@@ -1,0 +1,184 @@
+"""Exercise (a), the host-side fill: answers written as a learner would, run through the checker.
+
+Right answers must be accepted, whatever their form; wrong ones rejected with a reason that is
+true of what the padded graph did.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from workshop_helpers import assert_rejected, assert_solved
+
+import labkit  # noqa: F401  (first: chooses the backend)
+from labkit.runs import propose_inputs
+from labkit.workshop import checkers as ex
+from labkit.workshop.fill import FILL, fill_speculator
+from labkit.workshop.host_steps import TIMELINE
+
+# ---------------------------------------------------------------------------------------- right
+
+
+def fill_right(idx_mapping, slots):
+    num_reqs = slots.numel()
+    idx_mapping[:num_reqs] = slots
+    idx_mapping[num_reqs:] = -1
+
+
+def fill_first_then_copy(idx_mapping, slots):
+    idx_mapping.fill_(-1)
+    idx_mapping[: len(slots)].copy_(slots)
+
+
+def fill_up_to_the_graph(idx_mapping, slots):
+    # Only the rows this step's graph reads (capture sizes 1, 2, 4, 8: the next power of two).
+    n = slots.numel()
+    idx_mapping[:n] = slots
+    idx_mapping[n: 1 << (n - 1).bit_length()] = -1
+
+
+def fill_with_a_loop(idx_mapping, slots):
+    for row in range(len(idx_mapping)):
+        idx_mapping[row] = slots[row] if row < len(slots) else -1
+
+
+def fill_with_where(idx_mapping, slots):
+    rows = torch.arange(len(idx_mapping), device=slots.device)
+    padded = torch.cat([slots, slots.new_zeros(len(idx_mapping) - len(slots))])
+    idx_mapping.copy_(torch.where(rows < len(slots), padded, -1))
+
+
+def fill_minus_two(idx_mapping, slots):
+    idx_mapping[: len(slots)] = slots
+    idx_mapping[len(slots):] = -2
+
+
+@pytest.mark.parametrize("learner", [fill_right, fill_first_then_copy, fill_up_to_the_graph, fill_with_a_loop,
+                                     fill_with_where])
+def test_every_right_fill_is_accepted(learner):
+    result = ex.check_fill(learner)
+    assert_solved(result)
+    assert result.warnings == []
+
+
+def test_a_namespace_is_searched_for_the_function():
+    assert_solved(ex.check_fill({"copy_idx_mapping": fill_right}))
+
+
+def test_a_negative_value_other_than_minus_one_is_accepted_with_a_warning():
+    result = ex.check_fill(fill_minus_two)
+    assert_solved(result)
+    assert len(result.warnings) == 1 and "-2" in result.warnings[0] and "-1" in result.warnings[0]
+    assert "Warning:" in repr(result)
+
+
+# ---------------------------------------------------------------------------------------- wrong
+
+
+def fill_nothing(idx_mapping, slots):  # the notebook's skeleton: vLLM before the PR
+    idx_mapping[: slots.numel()] = slots
+
+
+def fill_zero(idx_mapping, slots):
+    idx_mapping[: slots.numel()] = slots
+    idx_mapping[slots.numel():] = 0
+
+
+def fill_one_row(idx_mapping, slots):
+    n = slots.numel()
+    idx_mapping[:n] = slots
+    if n < len(idx_mapping):
+        idx_mapping[n] = -1
+
+
+def fill_off_by_one(idx_mapping, slots):
+    n = slots.numel()
+    idx_mapping[:n] = slots
+    idx_mapping[n + 1:] = -1
+
+
+def make_fill_only_when_shrinking():
+    seen = {}
+
+    def fill_when_shrinking(idx_mapping, slots):
+        n = slots.numel()
+        idx_mapping[:n] = slots
+        if "n" in seen and n < seen["n"]:
+            idx_mapping[n:] = -1
+        seen["n"] = n
+
+    return fill_when_shrinking
+
+
+def fill_new_tensor(idx_mapping, slots):
+    n = slots.numel()
+    idx_mapping = torch.cat([slots, torch.full((len(idx_mapping) - n,), -1, dtype=slots.dtype, device=slots.device)])
+    return idx_mapping
+
+
+def fill_past_the_slots(idx_mapping, slots):
+    idx_mapping[: slots.numel()] = slots
+    idx_mapping[slots.numel():] = len(idx_mapping)
+
+
+def fill_wrong_size(idx_mapping, slots):
+    n = slots.numel()
+    idx_mapping[:n] = slots
+    idx_mapping[n:] = torch.full((3,), -1, device=slots.device)
+
+
+def fill_sorted(idx_mapping, slots):
+    n = slots.numel()
+    idx_mapping[:n] = slots.sort().values
+    idx_mapping[n:] = -1
+
+
+def fill_with_a_free_slot(idx_mapping, slots):
+    n = slots.numel()
+    idx_mapping[:n] = slots
+    free = [s for s in range(len(idx_mapping)) if s not in slots.tolist()]
+    if free:
+        idx_mapping[n:] = free[0]
+
+
+@pytest.mark.parametrize("learner,fragments", [
+    (fill_zero, ["At step 1", "padded row 7 holds 0", "request slot 0", "draft_logits[0, 0 and 1]",
+                 "the q of live row 0"]),
+    (fill_one_row, ["At step 2", "padded row 6 still holds slot 7", "the q of live row 4"]),
+    (fill_off_by_one, ["At step 1", "padded row 7 still holds slot 7", "the q of live row 6"]),
+    (make_fill_only_when_shrinking(), ["On a fresh speculator", "holds slot 0 (the buffer starts as zeros",
+                                       "the q of live row 0"]),
+    (fill_new_tensor, ["did not change at all", "returned a tensor", "the argument's name"]),
+    (fill_past_the_slots, ["holds 8, which is no slot at all", "stopped before the launch"]),
+    (fill_wrong_size, ["raised RuntimeError at line 4 of `fill_wrong_size`", "torch.full((3,), -1"]),
+    (fill_sorted, ["At step 3", "Row 0 is a live row, whose request holds slot 6, but it maps to 1"]),
+    (fill_with_a_free_slot, ["At step 1", "padded row 7 ran through the kernel holding slot 3",
+                             "no live request owns this step"]),
+])
+def test_wrong_fills_are_rejected_with_a_true_reason(learner, fragments):
+    assert_rejected(ex.check_fill(learner), *fragments)
+
+
+def test_the_untouched_exercise_first_names_the_symptom_not_the_fix():
+    result = ex.check_fill(fill_nothing)
+    assert_rejected(result, "At step 1 of the timeline", "padded row 7 still holds slot 7",
+                    "draft_logits[7, 0 and 1]: the q of live row 6")
+    assert "-1" not in result.message  # the fix appears only in the last hint
+    assert "-1" in repr(ex.hint("a", 3)) and "-1" not in repr(ex.hint("a", 1))
+
+
+def test_the_claims_of_the_message_are_what_the_speculator_did():
+    """Step 1 of the timeline with the skeleton: row 7 really wrote slot 7's q, and it is not eager's."""
+    spec = fill_speculator(fill_nothing)
+    for step, slots in enumerate(TIMELINE[:2]):
+        spec.propose(*propose_inputs(spec, slots, step=step))
+    record = spec.last_record
+    assert record.mapping.tolist() == [0, 1, 2, 4, 5, 6, 7, 7]
+    assert {(slot, w, live) for slot, _, w, live in record.collisions()} == {(7, 7, 6)}
+    assert FILL.buffer == "idx_mapping"
+
+
+def test_missing_or_odd_names_are_not_solved_yet_and_do_not_raise():
+    assert_rejected(ex.check_fill({}), "`copy_idx_mapping` is not defined yet")
+    assert_rejected(ex.check_fill(None), "not defined yet")
+    assert_rejected(ex.check_fill({"copy_idx_mapping": 3}), "should be a function")

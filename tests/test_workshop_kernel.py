@@ -1,0 +1,410 @@
+"""Exercise (b), the kernel masks: kernels written as a learner would, run through the checker.
+
+`labkit` is imported first, so TRITON_INTERPRET is set before any kernel here is decorated.
+Every way of skipping a padded row is right (masked loads with any `other`, `tl.where` on a safe
+index, scalar guards, an early exit); every way of touching memory through slot -1, or of
+changing a live row's result, is wrong, with a reason that is true.
+"""
+
+from __future__ import annotations
+
+import pytest
+from workshop_helpers import assert_rejected, assert_solved
+
+import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
+from labkit import backends
+from labkit.workshop import checkers as ex
+from labkit.workshop.checkers import row_key, tl, triton, uniform
+from labkit.workshop.harness import kernel_case, launch_triton
+
+KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
+needs_kernels = pytest.mark.skipif(not KERNELS_RUN, reason="Triton kernels cannot run here (no Triton, or no GPU "
+                                                           "and not interpreted)")
+# Reads that leave no trace in any result are seen only where every access is logged (the interpreter).
+needs_access_log = pytest.mark.skipif(not backends.KERNELS_INTERPRETED,
+                                      reason="compiled kernels show reads only by their effect")
+
+# ---------------------------------------------------------------------------------------- right
+
+
+@triton.jit
+def kernel_other_zero(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                      vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_other_one(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                     vocab_size, salt, BLOCK_V: tl.constexpr):
+    # A padded row gets temperature 1.0: it samples with noise, and its token is thrown away.
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=1.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=12345)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_where(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                 vocab_size, salt, BLOCK_V: tl.constexpr):
+    # Point padded rows at slot 0 (in bounds) and throw away what they read and compute.
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    safe = tl.where(is_valid, slot, 0)
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.where(is_valid, tl.load(temperature_ptr + safe), 0.0)
+    seed = tl.load(seeds_ptr + safe)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + safe * vocab_size + offs, scaled, mask=tl.where(is_valid, in_vocab, False))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_early_exit(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                      vocab_size, salt, BLOCK_V: tl.constexpr):
+    # The whole body under one guard: a padded row does nothing at all (its token stays unwritten).
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    if slot >= 0:
+        offs = tl.arange(0, BLOCK_V)
+        in_vocab = offs < vocab_size
+        logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+        temp = tl.load(temperature_ptr + slot)
+        seed = tl.load(seeds_ptr + slot)
+        scaled = logits
+        if temp != 0.0:
+            scaled = logits / temp
+        tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab)
+        scores = scaled
+        if temp != 0.0:
+            key = row_key(seed, tl.load(pos_ptr + row), salt)
+            scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+        tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_scalar_guards(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                         vocab_size, salt, BLOCK_V: tl.constexpr):
+    # Scalar `if` guards around the loads and the store; the seed is loaded only where it is used.
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = 0.0
+    if slot >= 0:
+        temp = tl.load(temperature_ptr + slot)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    if slot >= 0:
+        tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab)
+    scores = scaled
+    if temp != 0.0:
+        seed = tl.load(seeds_ptr + slot)  # temp != 0 only for a live row
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_no_other(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                    vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@needs_kernels
+@pytest.mark.parametrize("learner", [kernel_other_zero, kernel_other_one, kernel_where, kernel_early_exit,
+                                     kernel_scalar_guards])
+def test_every_way_of_skipping_padded_rows_is_accepted(learner):
+    result = ex.check_kernel(learner)
+    assert_solved(result)
+    assert result.warnings == []
+
+
+@needs_kernels
+@needs_access_log
+def test_a_masked_load_without_other_is_accepted_with_a_warning():
+    result = ex.check_kernel(kernel_no_other)
+    assert_solved(result)
+    assert [w.split("`")[1] for w in result.warnings] == ["temperature", "seeds"]
+    assert all("undefined" in w for w in result.warnings)
+
+
+# ---------------------------------------------------------------------------------------- wrong
+
+
+@triton.jit
+def kernel_unmasked(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                    vocab_size, salt, BLOCK_V: tl.constexpr):  # the skeleton: vLLM before the PR
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot)
+    seed = tl.load(seeds_ptr + slot)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab)
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_store_mask_only(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                           vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot)  # reads temperature[-1] for a padded row
+    seed = tl.load(seeds_ptr + slot)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_slot_above_zero(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                           vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot > 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) > 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_store_without_in_vocab(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr,
+                                  token_ptr, vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=(offs * 0 + slot) >= 0)
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_seed_unmasked(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                         vocab_size, salt, BLOCK_V: tl.constexpr):
+    # Its value is never used by a padded row (temperature 0 skips the noise), but it is read.
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_where_after_the_load(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                                vocab_size, salt, BLOCK_V: tl.constexpr):
+    # tl.where picks after the load has happened: the load itself went through slot -1.
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.where(is_valid, tl.load(temperature_ptr + slot), 0.0)
+    seed = tl.where(is_valid, tl.load(seeds_ptr + slot), 0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_early_exit_inverted(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                               vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    if slot < 0:
+        offs = tl.arange(0, BLOCK_V)
+        in_vocab = offs < vocab_size
+        logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+        temp = tl.load(temperature_ptr + slot)
+        scaled = logits
+        if temp != 0.0:
+            scaled = logits / temp
+        tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab)
+        tl.store(token_ptr + row, tl.argmax(scaled, axis=0))
+
+
+@triton.jit
+def kernel_q_unscaled(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                      vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, logits, mask=in_vocab & ((offs * 0 + slot) >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_typo(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0  # noqa: F841 - the learner's typo below
+    temp = tl.load(temperature_ptr + slot, mask=is_vaild, other=0.0)  # noqa: F821
+    tl.store(token_ptr + row, temp.to(tl.int64))
+
+
+def kernel_without_jit(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                       vocab_size, salt, BLOCK_V):
+    pass
+
+
+@needs_kernels
+@pytest.mark.parametrize("learner,fragments", [
+    (kernel_store_mask_only, ["Launch 1", "padded row 7 (slot -1) read temperature[-1] and seeds[-1]"]),
+    (kernel_slot_above_zero, ["live row 0 holds slot 0, but nothing was stored into draft_logits[0]"]),
+    (kernel_store_without_in_vocab, ["a store went past the end of draft_logits (into row 8)", "32 lanes"]),
+    (kernel_where_after_the_load, ["padded row 7 (slot -1) read temperature[-1] and seeds[-1]"]),
+    (kernel_early_exit_inverted, ["padded row 7 (slot -1) read temperature[-1] and stored into draft_logits[-1]"]),
+    (kernel_q_unscaled, ["live row 0's q (draft_logits[0]) differs from its logits divided by its temperature"]),
+    (kernel_typo, ["raised NameError at line 7 of `kernel_typo`", "is_vaild"]),
+    (kernel_without_jit, ["plain Python function", "@triton.jit"]),
+])
+def test_wrong_kernels_are_rejected_with_a_true_reason(learner, fragments):
+    assert_rejected(ex.check_kernel(learner), *fragments)
+
+
+@needs_kernels
+@needs_access_log
+def test_an_unmasked_seed_load_is_seen_although_its_value_is_never_used():
+    assert_rejected(ex.check_kernel(kernel_seed_unmasked), "padded row 7 (slot -1) read seeds[-1]")
+    outcome = launch_triton(kernel_seed_unmasked, kernel_case(0, "cpu"))
+    assert [(a.buffer, a.index, a.row) for a in outcome.reads] == [("seeds", -1, 7)]
+
+
+@needs_kernels
+def test_the_untouched_kernel_first_names_the_symptom_not_the_fix():
+    result = ex.check_kernel(kernel_unmasked)
+    assert_rejected(result, "Launch 1 (idx_mapping [0, 1, 2, 4, 5, 6, 7, -1])", "padded row 7 (slot -1)",
+                    "stored into draft_logits[-1]")
+    for fix_word in ("mask", "other=", ">= 0", "tl.where"):
+        assert fix_word not in result.message
+    assert "mask=" in repr(ex.hint("b", 3)) and "mask=" not in repr(ex.hint("b", 1))
+
+
+def test_missing_name_is_not_solved_yet():
+    assert_rejected(ex.check_kernel({}), "is not defined yet")
