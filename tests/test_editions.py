@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from labkit.checks import LabkitInputError
-from labkit.workshop.editions import CODE_PLACEHOLDER, build_student_edition, student_notebook
+from labkit.workshop.editions import (
+    CODE_PLACEHOLDER,
+    build_student_edition,
+    names_only_solutions_define,
+    student_notebook,
+)
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 EXERCISES = NOTEBOOKS / "07_exercises.ipynb"
@@ -68,8 +74,67 @@ def test_build_refuses_to_write_into_the_instructor_notebooks(tmp_path):
         build_student_edition(src, src)
     with pytest.raises(LabkitInputError, match="outside the instructor notebooks"):
         build_student_edition(src, src / "student")
-    with pytest.raises(LabkitInputError, match="no notebook folder"):
+
+
+def test_a_missing_or_odd_src_is_refused_in_words(tmp_path):
+    with pytest.raises(LabkitInputError, match=r"--src .*missing does not exist: give the folder of the instructor"):
         build_student_edition(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(LabkitInputError, match="is a file, not a folder"):
+        build_student_edition(tmp_path / "a_file", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LabkitInputError, match="holds no notebooks"):
+        build_student_edition(tmp_path / "empty", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def _source_folder(tmp_path):
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(_toy_notebook(), src / "a.ipynb")
+    return src
+
+
+def test_an_out_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch):
+    src = _source_folder(tmp_path)
+    (tmp_path / "blocker").write_text("a file where the folder should go")
+    with pytest.raises(LabkitInputError, match=r"cannot write the student edition into --out .*blocker"):
+        build_student_edition(src, tmp_path / "blocker" / "student")
+
+    # A read-only folder (simulated: this may run as root, where permission bits do not stop writes).
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(LabkitInputError, match=r"--out .*read_only_out: Permission denied"):
+        build_student_edition(src, tmp_path / "read_only_out")
+
+
+def test_without_nbformat_the_message_names_the_extra(tmp_path, monkeypatch):
+    src = _source_folder(tmp_path)
+    monkeypatch.setitem(sys.modules, "nbformat", None)
+    with pytest.raises(ImportError, match=r"pip install 'labkit\[lab\]'") as err:
+        build_student_edition(src, tmp_path / "out")
+    assert err.value.name == "nbformat"  # so that the CLI can name the extra too
+
+
+def test_a_later_cell_that_needs_a_solutions_name_is_found():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("def helper(): return 1"),
+        nbformat.v4.new_code_cell("def answer(): return helper()", metadata={"tags": ["solution"]}),
+        nbformat.v4.new_code_cell("%matplotlib inline\nprint(answer(), helper())"),
+        nbformat.v4.new_code_cell("ex.check(globals())", metadata={"tags": ["checker"]}),
+    ]
+    assert names_only_solutions_define(nb) == [(2, "answer")]
+    nb.cells.insert(1, nbformat.v4.new_code_cell("def answer(): pass  # the skeleton"))
+    assert names_only_solutions_define(nb) == []
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_no_notebook_needs_a_name_that_only_a_solution_defines(path):
+    """Solutions may sit in any notebook (03, 05, 06, 07): the student edition must still run on."""
+    assert names_only_solutions_define(nbformat.read(path, as_version=4)) == []
 
 
 def test_build_copies_notebooks_and_their_files(tmp_path):
@@ -117,7 +182,7 @@ def test_exercises_notebook_has_solutions_and_checkers_for_every_exercise():
     checkers = [c.source for c in nb.cells if "checker" in _tags(c)]
     for fn in ("check_fill", "check_kernel", "check_dflash", "check_offset"):
         assert any(fn in s for s in checkers), fn
-    assert sum("solution" in _tags(c) and c.cell_type == "code" for c in nb.cells) == 4
+    assert sum("solution" in _tags(c) and c.cell_type == "code" for c in nb.cells) >= 4
 
 
 def test_the_student_exercises_run_top_to_bottom_and_say_not_solved_yet(student):

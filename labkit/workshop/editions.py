@@ -1,20 +1,25 @@
 """Two editions from one source: the instructor's notebooks (solutions run) and the student's.
 
 The notebooks in ``notebooks/`` are the instructor edition: executed, solutions included. Cells
-are marked with tags (JupyterLab: the property inspector, "Cell Tags"):
+are marked with tags (JupyterLab: the property inspector, "Cell Tags"), in any notebook:
 
     solution   removed from the student edition; a short "your turn" cell takes its place
-               (a code cell that defines nothing and raises nothing, or a markdown cell)
+               (a code cell that defines nothing and raises nothing, or a markdown cell),
+               tagged ``your-turn``
     checker    kept, with its outputs cleared (the instructor's "solved" would give it away);
                checkers never raise, so an unsolved exercise reads "not solved yet"
 
-Everything else is copied as it is, outputs included. Build with::
+Everything else is copied as it is, outputs included. A later cell must not need a name that
+only a solution cell defines, or the student edition would stop there:
+:func:`names_only_solutions_define` finds such cells. Build with::
 
     python -m labkit student-edition [--src notebooks] [--out student]
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import shutil
 from pathlib import Path
 
@@ -33,16 +38,23 @@ MARKDOWN_PLACEHOLDER = "**Your answer:** *(double-click to write it here)*"
 _SKIP_DIRS = {".ipynb_checkpoints", "__pycache__"}
 
 
+def _nbformat():
+    try:
+        import nbformat
+    except ImportError as err:
+        raise ImportError("the student edition reads and writes notebooks with nbformat, which a plain install "
+                          "of labkit leaves out: pip install 'labkit[lab]' (JupyterLab brings it), or pip "
+                          "install nbformat", name="nbformat") from err
+    return nbformat
+
+
 def _tags(cell) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
 def student_notebook(nb):
     """The student edition of one notebook (an nbformat NotebookNode), as a new notebook."""
-    import copy
-
-    import nbformat
-
+    nbformat = _nbformat()
     out = copy.deepcopy(nb)
     cells = []
     for cell in out.cells:
@@ -72,28 +84,74 @@ def build_student_edition(src: str | Path = "notebooks", out: str | Path = "stud
     Other files under `src` (data a notebook reads, a sanitize config) are copied too, so the
     student folder runs on its own. `out` may exist; files in it with the same names are replaced.
     """
-    import nbformat
-
     src, out = Path(src), Path(out)
     if not src.is_dir():
-        raise LabkitInputError(f"no notebook folder at {src}: give --src the instructor notebooks folder")
+        what = "is a file, not a folder" if src.exists() else "does not exist"
+        raise LabkitInputError(f"--src {src} {what}: give the folder of the instructor notebooks "
+                               "(default: notebooks, in the repository)")
     if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
         raise LabkitInputError(
             f"the student edition must go outside the instructor notebooks ({src}), got --out {out}")
-    notebooks = sorted(p for p in src.rglob("*.ipynb") if not _SKIP_DIRS & set(p.relative_to(src).parts))
-    if not notebooks:
-        raise LabkitInputError(f"{src} holds no notebooks (*.ipynb)")
+    files = sorted(p for p in src.rglob("*") if p.is_file() and not _SKIP_DIRS & set(p.relative_to(src).parts))
+    if not any(p.suffix == ".ipynb" for p in files):
+        raise LabkitInputError(f"--src {src} holds no notebooks (*.ipynb)")
+    nbformat = _nbformat()
     written = []
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        rel = path.relative_to(src)
-        if _SKIP_DIRS & set(rel.parts):
-            continue
-        target = out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".ipynb":
-            nb = nbformat.read(path, as_version=4)
-            nbformat.write(student_notebook(nb), target)
-            written.append(target)
-        else:
-            shutil.copy2(path, target)
+    for path in files:
+        target = out / path.relative_to(src)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix == ".ipynb":
+                nbformat.write(student_notebook(nbformat.read(path, as_version=4)), target)
+                written.append(target)
+            else:
+                shutil.copy2(path, target)
+        except OSError as err:
+            raise LabkitInputError(f"cannot write the student edition into --out {out}: {err.strerror or err} "
+                                   f"({err.filename or target}). Choose a folder you can write to.") from err
     return written
+
+
+def names_only_solutions_define(nb) -> list[tuple[int, str]]:
+    """(cell index, name) for every code cell, not a solution, that uses a name which, at that point,
+    only solution cells have defined: in the student edition that cell would raise NameError."""
+    by_others: set[str] = set()
+    by_solutions: set[str] = set()
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tree = _parse(cell.source)
+        if tree is None:
+            continue
+        if SOLUTION_TAG in _tags(cell):
+            by_solutions |= _defined(tree)
+            continue
+        found += [(index, name) for name in sorted(_used(tree) & (by_solutions - by_others))]
+        by_others |= _defined(tree)
+    return found
+
+
+def _parse(source: str):
+    # IPython magics and shell escapes are not Python; they define nothing a later cell needs.
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def _defined(tree) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def _used(tree) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
