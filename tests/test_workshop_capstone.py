@@ -8,6 +8,7 @@ untouched), the engine does exactly what the kit's "graph-mask-only" mode does.
 from __future__ import annotations
 
 import pytest
+from matplotlib.figure import Figure
 from test_workshop_dflash import dflash_right
 from test_workshop_fill import fill_nothing, fill_right, fill_zero
 from test_workshop_kernel import kernel_early_exit
@@ -20,6 +21,7 @@ from labkit.engine import Engine
 from labkit.models import load_toy_models
 from labkit.modes import engine_config_for
 from labkit.repro import BenchConfig, bench_requests
+from labkit.workshop import checkers as ex
 from labkit.workshop.capstone import run_capstone
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
@@ -43,12 +45,15 @@ def test_the_capstone_with_right_pieces_reproduces_the_table_and_maps_your_launc
     assert [int(s) for s in table.record.mapping] == [0, 1, 2, 4, 5, 6, 7, -1]
     assert table.collisions() == []
     assert "row 7" not in str(table).split("verdict", 1)[1]  # the padded row stored nothing
+    assert isinstance(result.ownership_map(), Figure)
 
 
 def test_the_capstone_waits_for_the_checkers():
-    result = run_capstone(fill=fill_zero, kernel=rows_skip_padded, sample_mapping=dflash_right, prompts=2)
+    result = ex.capstone({"copy_idx_mapping": fill_zero, "gumbel_rows": rows_skip_padded,
+                          "build_sample_mapping": dflash_right}, prompts=2)
     assert not result.solved and result.rows == []
     assert "Not yet" in result.message and "Exercise (a) not solved yet" in result.message
+    assert repr(result.ownership_map()).startswith("No launch to map yet")
 
 
 def test_your_untouched_fill_does_what_the_kits_mask_only_mode_does():

@@ -29,8 +29,9 @@ import torch
 
 from labkit import backends
 from labkit.checks import LabkitInputError
+from labkit.proofs.ownership import OwnershipTable
 from labkit.speculator import FixSwitches
-from labkit.workshop.feedback import CheckResult, resolve
+from labkit.workshop.feedback import CheckResult, Text, resolve
 from labkit.workshop.harness import kernel_device, kit_work_on, triton_kernels_run
 from labkit.workshop.learner_sampler import LearnerSampler
 from labkit.workshop.learner_specs import LearnerDFlashSpeculator, LearnerSpeculator
@@ -39,6 +40,7 @@ from labkit.workshop.learner_specs import LearnerDFlashSpeculator, LearnerSpecul
 # whether the kernel skips it is up to your kernel.
 YOUR_FIX = FixSwitches(fill_padding=False, mask_kernel=True, dflash_pad=-1)
 MODES = {"autoregressive": ("eager", "graph-buggy"), "dflash": ("dflash-eager", "dflash-buggy")}
+YOUR_LAUNCH = "docs/MECHANICS.md's step t+1 (live slots [0, 1, 2, 4, 5, 6, 7], 7 rows padded to a graph of 8)"
 
 
 @dataclass
@@ -60,14 +62,23 @@ class CapstoneResult:
     rows: list[CapstoneRow] = field(default_factory=list)
     ownership: object = None  # OwnershipTable of your launch
     where: str = ""
+    launch: object = None  # its LaunchRecord
+
+    def ownership_map(self):
+        """The write-ownership map of your launch, as a figure (:mod:`labkit.viz.ownership_plots`); a note
+        instead while the capstone has not run."""
+        from labkit.viz.ownership_plots import ownership_map
+
+        if self.launch is None:
+            return Text("No launch to map yet: the capstone runs once exercises (a), (b) and (c) are solved.")
+        return ownership_map(self.launch, title=f"Your launch: {YOUR_LAUNCH}, with your fill and your kernel")
 
     def __repr__(self) -> str:
         parts = [self.message]
         if self.rows:
             parts += ["", format_rows(self.rows), "", self.where]
         if self.ownership is not None:
-            parts += ["", "Your own launch at docs/MECHANICS.md's step t+1 (live slots [0, 1, 2, 4, 5, 6, 7], "
-                      "7 rows padded to a graph of 8), with your fill and your kernel:", str(self.ownership)]
+            parts += ["", f"Your own launch at {YOUR_LAUNCH}, with your fill and your kernel:", str(self.ownership)]
         return "\n".join(parts)
 
     __str__ = __repr__
@@ -132,12 +143,12 @@ def run_capstone(namespace: dict | None = None, *, fill=None, kernel=None, sampl
     device = kernel_device() if variant == "triton" else torch.device("cpu")
     with kit_work_on(device):
         rows = _engine_rows(fill, sampler, sample_mapping, Workload(prompts, seed, tuple(drafters), progress), device)
-        ownership = your_launch(fill, sampler, device)
+        launch = your_launch(fill, sampler, device)
     ok = all(r.identical == r.responses for r in rows if r.run == "your fix")
     yours = [r for r in rows if r.run == "your fix"]
     summary = ", ".join(f"{r.identical} of {r.responses} identical to eager ({r.drafter})" for r in yours)
     message = f"your fix: {summary}." if ok else f"Not yet: your fix gave {summary}."
-    return CapstoneResult(ok, message, rows, ownership, _where(variant, device))
+    return CapstoneResult(ok, message, rows, OwnershipTable.from_record(launch), _where(variant, device), launch)
 
 
 def _where(variant: str, device: torch.device) -> str:
@@ -193,13 +204,12 @@ def _engine_rows(fill, sampler, sample_mapping, work: Workload, device) -> list[
 
 
 def your_launch(fill, sampler, device):
-    """The OwnershipTable of your kernel's launch at the timeline's second step, with your fill."""
+    """The LaunchRecord (with its write trace) of your kernel at the timeline's second step, with your fill."""
     from labkit.models import load_toy_models
-    from labkit.proofs.ownership import OwnershipTable
     from labkit.runs import MECHANICS_SCHEDULE, propose_inputs
 
     spec = LearnerSpeculator(load_toy_models(device).draft, fill=fill, sampler=sampler, max_num_reqs=8, num_steps=2,
                              capture_sizes=(1, 2, 4, 8), fix=YOUR_FIX, device=device, record=True)
     for step, slots in enumerate(MECHANICS_SCHEDULE):
         spec.propose(*propose_inputs(spec, slots, step=step))
-    return OwnershipTable.from_record(spec.last_record)
+    return spec.last_record

@@ -6,13 +6,15 @@
     (c) check_dflash(build_sample_mapping)      the pad value of DFlash's per-sample mapping
     (d) check_offset(q_offset)                  the int64 offset `slot * stride` (vLLM #46560)
     hint("a"), hint("a", 2), ...                each hint gives more away; the last is the fix
+    capstone(globals())                         your (a), (b), (c) in the engine: notebook 01's table,
+                                                and .ownership_map() of your own launch
 
 Each checker takes your function, or a namespace such as ``globals()`` where it looks the name
 up, and returns a :class:`~labkit.workshop.feedback.CheckResult`: "solved", or "not solved yet"
 with what went wrong in terms of rows, slots and buffers. Checkers judge behaviour only (outputs,
 q, and what your code touched outside the buffers), never the text of your code, and never
-raise. The capstone, :func:`labkit.workshop.capstone.run_capstone`, then runs your three pieces
-in the engine.
+raise. The capstone (:func:`labkit.workshop.capstone.run_capstone`) then runs your three pieces
+in the engine, once their checkers pass.
 
 ``from labkit.workshop.checkers import triton, tl, row_key, uniform`` gives an exercise cell
 what it needs to define a kernel (stand-ins without Triton: :mod:`labkit.workshop.kernel_names`).
@@ -20,6 +22,7 @@ what it needs to define a kernel (stand-ins without Triton: :mod:`labkit.worksho
 
 from __future__ import annotations
 
+from labkit.workshop.capstone import CapstoneResult, run_capstone
 from labkit.workshop.dflash_pad import check_dflash
 from labkit.workshop.feedback import CheckResult
 from labkit.workshop.fill import check_fill
@@ -28,7 +31,10 @@ from labkit.workshop.kernel_mask import check_kernel
 from labkit.workshop.kernel_names import NAMES, kernel_names
 from labkit.workshop.offsets import check_offset
 
-__all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_offset", "hint", "HINTS", *NAMES]
+__all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_offset", "hint", "HINTS",
+           "capstone", "CapstoneResult", *NAMES]
+
+capstone = run_capstone  # the notebook's spelling: `ex.capstone(globals())`
 
 
 def __getattr__(name: str):

@@ -37,6 +37,18 @@ class CheckResult:
         return self.solved
 
 
+@dataclass
+class Text:
+    """A message that shows as itself in a notebook (no quotes, no escapes)."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
 def solved(ex: str, text: str, warnings: list[str] | None = None) -> CheckResult:
     return CheckResult(ex, True, f"Exercise ({ex}) solved. {text}", list(warnings or []))
 

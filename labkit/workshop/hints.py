@@ -11,8 +11,7 @@ version this session runs (``hint("b-torch")`` or ``hint("b-triton")`` choose on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from labkit.workshop.feedback import Text
 from labkit.workshop.harness import triton_kernels_run
 
 HINTS: dict[str, list[str]] = {
@@ -64,14 +63,8 @@ HINTS: dict[str, list[str]] = {
 EXERCISES = ("a", "b", "c", "d")
 
 
-@dataclass
-class Hint:
-    text: str
-
-    def __repr__(self) -> str:
-        return self.text
-
-    __str__ = __repr__
+class Hint(Text):
+    """One hint; shows as its text."""
 
 
 def _key(exercise) -> str | None:
