@@ -115,9 +115,10 @@ def test_the_pad_of_zero_really_overwrote_slot_zeros_q():
     spec = dflash_speculator(dflash_pad_zero)
     for step, slots in enumerate(TIMELINE[:2]):
         spec.propose(*propose_inputs(spec, slots, step=step))
-    collisions = spec.last_record.collisions()
-    assert {(slot, live) for slot, _, _, live in collisions} == {(0, 0)}
-    assert {w for *_, w, _ in collisions} <= {14, 15}
+    record = spec.last_record
+    assert record.writes[0].tolist() == [2, 2]  # sample rows 0 and 14 (step 0), 1 and 15 (step 1)
+    # Which store landed last is a race on a GPU; in the interpreter and the torch backend, the padded one.
+    assert set(record.collisions()) <= {(0, 0, 14, 0), (0, 1, 15, 0)}
 
 
 def test_missing_name_is_not_solved_yet():

@@ -174,7 +174,9 @@ def test_the_claims_of_the_message_are_what_the_speculator_did():
         spec.propose(*propose_inputs(spec, slots, step=step))
     record = spec.last_record
     assert record.mapping.tolist() == [0, 1, 2, 4, 5, 6, 7, 7]
-    assert {(slot, w, live) for slot, _, w, live in record.collisions()} == {(7, 7, 6)}
+    assert record.writes[7].tolist() == [2, 2]  # rows 6 and 7 both stored slot 7's q, at both draft steps
+    # Which store landed last is a race on a GPU; in the interpreter and the torch backend, row 7's.
+    assert {(slot, w, live) for slot, _, w, live in record.collisions()} <= {(7, 7, 6)}
     assert FILL.buffer == "idx_mapping"
 
 

@@ -378,7 +378,6 @@ def kernel_without_jit(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_
     (kernel_store_mask_only, ["Launch 1", "padded row 7 (slot -1) read temperature[-1] and seeds[-1]"]),
     (kernel_slot_above_zero, ["live row 0 holds slot 0, but nothing was stored into draft_logits[0]"]),
     (kernel_store_without_in_vocab, ["a store went past the end of draft_logits (into row 8)", "32 lanes"]),
-    (kernel_where_after_the_load, ["padded row 7 (slot -1) read temperature[-1] and seeds[-1]"]),
     (kernel_early_exit_inverted, ["padded row 7 (slot -1) read temperature[-1] and stored into draft_logits[-1]"]),
     (kernel_q_unscaled, ["live row 0's q (draft_logits[0]) differs from its logits divided by its temperature"]),
     (kernel_typo, ["raised NameError at line 7 of `kernel_typo`", "is_vaild"]),
@@ -390,8 +389,18 @@ def test_wrong_kernels_are_rejected_with_a_true_reason(learner, fragments):
 
 @needs_kernels
 @needs_access_log
-def test_an_unmasked_seed_load_is_seen_although_its_value_is_never_used():
-    assert_rejected(ex.check_kernel(kernel_seed_unmasked), "padded row 7 (slot -1) read seeds[-1]")
+@pytest.mark.parametrize("learner,fragments", [
+    (kernel_seed_unmasked, ["padded row 7 (slot -1) read seeds[-1]"]),
+    (kernel_where_after_the_load, ["padded row 7 (slot -1) read temperature[-1] and seeds[-1]"]),
+])
+def test_reads_whose_value_is_never_used_are_seen_in_the_interpreter(learner, fragments):
+    # Compiled on a GPU these reads leave no trace in any result; the solved message says so.
+    assert_rejected(ex.check_kernel(learner), *fragments)
+
+
+@needs_kernels
+@needs_access_log
+def test_the_access_log_names_buffer_index_and_row():
     outcome = launch_triton(kernel_seed_unmasked, kernel_case(0, "cpu"))
     assert [(a.buffer, a.index, a.row) for a in outcome.reads] == [("seeds", -1, 7)]
 
@@ -408,3 +417,17 @@ def test_the_untouched_kernel_first_names_the_symptom_not_the_fix():
 
 def test_missing_name_is_not_solved_yet():
     assert_rejected(ex.check_kernel({}), "is not defined yet")
+
+
+@needs_kernels
+@needs_access_log
+def test_compiled_kernels_show_reads_by_their_effect(monkeypatch):
+    """The GPU path, run here on the interpreter: launch twice with different guard contents."""
+    monkeypatch.setattr(backends, "KERNELS_INTERPRETED", False)
+    case = kernel_case(0, "cpu")
+    seen = launch_triton(kernel_store_mask_only, case)
+    assert seen.reads_seen == "by effect"
+    assert [(a.buffer, a.row) for a in seen.reads] == [("temperature or seeds", 7)]
+    # What the effect cannot show: a read whose value no result uses.
+    assert launch_triton(kernel_seed_unmasked, case).reads == []
+    assert launch_triton(kernel_other_zero, case).reads == []
