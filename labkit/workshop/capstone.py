@@ -17,7 +17,12 @@ to a graph of 8 (:class:`~labkit.proofs.ownership.OwnershipTable`).
 
 Where it runs: your Triton kernel in Triton's CPU interpreter (compiled on a GPU); on the CPU the
 kit's own kernels (the reference runs, verification, DFlash's sample positions) use the torch
-backend, which has the same semantics and makes the whole capstone take seconds, not minutes.
+backend, which has the same semantics, on one thread.
+
+How long, measured on a 2-core x86 CPU with the default 50 prompts: about 9 s with the torch
+version of your kernel; about 75 s with your Triton kernel in the interpreter, which runs one
+program (one row) at a time at about 8 ms each -- some 4,000 programs per drafter, 35 s each; the
+kit's own runs take about 1 s each. ``prompts=`` and ``drafters=`` trade the table's size for time.
 """
 
 from __future__ import annotations

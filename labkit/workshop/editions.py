@@ -43,8 +43,8 @@ def _nbformat():
         import nbformat
     except ImportError as err:
         raise ImportError("the student edition reads and writes notebooks with nbformat, which a plain install "
-                          "of labkit leaves out: pip install 'labkit[lab]' (JupyterLab brings it), or pip "
-                          "install nbformat", name="nbformat") from err
+                          "of labkit leaves out: pip install 'labkit[lab]' (or pip install nbformat)",
+                          name="nbformat") from err
     return nbformat
 
 
