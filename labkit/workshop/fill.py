@@ -10,38 +10,33 @@ copy and fill (:class:`~labkit.workshop.learner_specs.LearnerSpeculator`), runs 
 from __future__ import annotations
 
 from labkit.speculator import FixSwitches, Speculator
-from labkit.workshop.feedback import CheckResult, never_raises, not_yet, resolve, solved
-from labkit.workshop.host_steps import (
-    CAPTURE_SIZES,
-    FRESH,
-    TIMELINE,
-    HostExercise,
-    K,
-    M,
-    audit_learner,
-    run_timeline,
-    toy_draft_model,
-)
+from labkit.workshop import host_steps as hs
+from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.learner_specs import LearnerSpeculator
 
 NAME = "copy_idx_mapping"
-# Batches (live slots in row order) of the padding-invariance audit.
-AUDIT_BATCHES = ((0, 1, 2, 4, 5, 6, 7), (2, 0, 7))
+SOLVED = (f"Over {len(hs.TIMELINE)} steps of the timeline and a fresh speculator, every row the padded graph "
+          "read held a live slot or no slot at all, every live row drafted the eager run's tokens, and every "
+          "live slot's q is the distribution its draft was sampled from. The padding-invariance audit agreed "
+          f"on {len(hs.AUDIT_BATCHES)} batches: with everything the batch does not own poisoned, the padded "
+          "step's live outputs equal the unpadded step's. (Remember the other half: the kernel must skip "
+          "those rows, which is exercise (b).)")
 
 
 def fill_speculator(fill, **kwargs) -> LearnerSpeculator:
     """The speculator of the checks: graphs, the kit's masked kernel, the kit's own fill off."""
     kwargs.setdefault("fix", FixSwitches(fill_padding=False, mask_kernel=True))
-    return LearnerSpeculator(toy_draft_model(), fill=fill, max_num_reqs=M, num_steps=K,
-                             capture_sizes=CAPTURE_SIZES, record=True, **kwargs)
+    return LearnerSpeculator(hs.toy_draft_model(), fill=fill, max_num_reqs=hs.M, num_steps=hs.K,
+                             capture_sizes=hs.CAPTURE_SIZES, record=True, **kwargs)
 
 
 def reference_speculator() -> Speculator:
     """The kit's fixed speculator, eager: what every live output must equal."""
-    return Speculator(toy_draft_model(), max_num_reqs=M, num_steps=K, capture_sizes=CAPTURE_SIZES, use_graphs=False)
+    return Speculator(hs.toy_draft_model(), max_num_reqs=hs.M, num_steps=hs.K, capture_sizes=hs.CAPTURE_SIZES,
+                      use_graphs=False)
 
 
-FILL = HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_speculator)
+FILL = hs.HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_speculator)
 
 
 @never_raises("a")
@@ -51,19 +46,4 @@ def check_fill(copy_idx_mapping) -> CheckResult:
     idx_mapping: the persistent int32 buffer [max_num_reqs] the padded graph reads; slots: int32
     [num_reqs], the slot of each live row. Takes the function, or a namespace such as ``globals()``.
     """
-    fn, name, verdict = resolve("a", copy_idx_mapping, NAME)
-    if verdict is not None:
-        return verdict
-    failed, warnings = run_timeline(FILL, fn, name)
-    if failed is not None:
-        return failed
-    problem = audit_learner(FILL, fn, name, AUDIT_BATCHES)
-    if problem is not None:
-        return not_yet("a", problem)
-    return solved("a", f"Over {len(TIMELINE)} steps of the timeline and a fresh speculator ({len(FRESH)} step), "
-                       "every row the padded graph read held a live slot or no slot at all, every live row drafted "
-                       "the eager run's tokens, and every live slot's q is the distribution its draft was sampled "
-                       f"from. The padding-invariance audit agreed on {len(AUDIT_BATCHES)} batches: with everything "
-                       "the batch does not own poisoned, the padded step's live outputs equal the unpadded step's. "
-                       "(Remember the other half: the kernel must skip those rows, which is exercise (b).)",
-                  warnings)
+    return hs.check_host_exercise(FILL, copy_idx_mapping, SOLVED)

@@ -25,7 +25,16 @@ import torch
 
 from labkit import backends
 from labkit.runs import MECHANICS_SCHEDULE, propose_inputs
-from labkit.workshop.feedback import LearnerRaised, explain_exception, fmt, join, not_yet
+from labkit.workshop.feedback import (
+    CheckResult,
+    LearnerRaised,
+    explain_exception,
+    fmt,
+    join,
+    not_yet,
+    resolve,
+    solved,
+)
 from labkit.workshop.harness import kit_work_on
 
 M, K = 8, 2
@@ -91,6 +100,24 @@ class Step:
     @property
     def n(self) -> int:
         return len(self.slots)
+
+
+# Batches (live slots in row order) of the padding-invariance audit that follows the timeline.
+AUDIT_BATCHES = ((0, 1, 2, 4, 5, 6, 7), (2, 0, 7))
+
+
+def check_host_exercise(exercise: HostExercise, learner, solved_text: str) -> CheckResult:
+    """The verdict on the learner's function (or the namespace holding it): timeline, then audit."""
+    fn, name, verdict = resolve(exercise.ex, learner, exercise.name)
+    if verdict is not None:
+        return verdict
+    failed, warnings = run_timeline(exercise, fn, name)
+    if failed is not None:
+        return failed
+    problem = audit_learner(exercise, fn, name, AUDIT_BATCHES)
+    if problem is not None:
+        return not_yet(exercise.ex, problem)
+    return solved(exercise.ex, solved_text, warnings)
 
 
 def run_timeline(exercise: HostExercise, learner: Callable, name: str):
