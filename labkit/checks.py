@@ -6,7 +6,6 @@ who are in the middle of changing a kernel.
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Iterable
 
@@ -151,15 +150,17 @@ def check_tensor(name: str, t, *, dim: int | None = None, dtypes: tuple | None =
     if dim is not None and t.dim() != dim:
         raise LabkitInputError(f"{name} must be {dim}-D{what}, got shape {tuple(t.shape)}")
     if dtypes is not None and t.dtype not in dtypes:
-        names = " or ".join(str(d).replace("torch.", "torch.") for d in dtypes)
+        names = " or ".join(str(d) for d in dtypes)
         raise LabkitInputError(f"{name} must be {names}{what}, got {t.dtype}")
 
 
 def check_writable(name: str, t: torch.Tensor) -> None:
     """A tensor the kernel writes in place must give every element its own memory.
 
-    Any strides are fine (the kernels take them), but a view made with expand() or as_strided()
-    that maps two indices to one element would make two stores land on one place.
+    Strides that leave gaps are fine (the kernels take them), but a view made with expand() or
+    as_strided() that maps two indices to one element would make two stores land on one place.
+    The test is the usual sufficient one: sorted by stride, each dimension steps past everything
+    the smaller ones reach (a few exotic interleaved layouts are refused although they would do).
     """
     dims = sorted((stride, size) for stride, size in zip(t.stride(), t.shape, strict=True) if size > 1)
     reach = 0  # the largest offset the dimensions seen so far can reach
@@ -167,8 +168,8 @@ def check_writable(name: str, t: torch.Tensor) -> None:
         if stride <= reach:
             raise LabkitInputError(
                 f"{name} is written in place, but its strides {tuple(t.stride())} for shape "
-                f"{tuple(t.shape)} map several elements onto one (a view made with expand() or "
-                "as_strided()); pass a tensor whose elements do not overlap"
+                f"{tuple(t.shape)} may map several elements onto one (a view made with expand() or "
+                "as_strided()); pass a tensor whose dimensions do not overlap, e.g. a contiguous one"
             )
         reach += stride * (size - 1)
 
@@ -215,6 +216,3 @@ def check_slot_values(name: str, slots: torch.Tensor, max_num_reqs: int, *, allo
             "slot-indexed buffers (temperature, seeds, draft_logits)"
         )
 
-
-def is_finite_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

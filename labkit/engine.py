@@ -63,7 +63,9 @@ class RequestStateTable:
         return self._owner.count(None)
 
     def add(self, req: Request) -> int:
-        slot = self._owner.index(None)  # ValueError only if the caller ignored num_free
+        if None not in self._owner:
+            raise LabkitInputError(f"all {self.max_num_reqs} request slots are taken: check num_free before add()")
+        slot = self._owner.index(None)
         self._owner[slot] = req
         req.slot = slot
         self.temperature[slot] = req.temperature

@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from labkit.checks import LabkitInputError, check_capture_sizes
+from labkit.checks import LabkitInputError, check_capture_sizes, check_int
 
 StepFn = Callable[[int], None]
 MODES = ("full", "eager")
@@ -50,6 +50,7 @@ class GraphRunner:
 
     def rows_for(self, num_reqs: int) -> int:
         """How many rows the step processes for `num_reqs` live requests."""
+        num_reqs = check_int("num_reqs", num_reqs)
         if num_reqs < 1:
             raise LabkitInputError(f"a step needs at least one live request, got num_reqs={num_reqs}")
         if num_reqs > self.max_size:

@@ -28,6 +28,7 @@ import torch
 
 from labkit.checks import (
     LabkitInputError,
+    check_int,
     check_mapping_dtype,
     check_num_reqs,
     check_same_device,
@@ -129,10 +130,8 @@ class Speculator:
         validate: bool = True,
         sampler: Callable[..., torch.Tensor] | None = None,
     ):
-        if max_num_reqs < 1:
-            raise LabkitInputError(f"max_num_reqs must be >= 1, got {max_num_reqs}")
-        if num_steps < 1:
-            raise LabkitInputError(f"num_steps (k) must be >= 1, got {num_steps}")
+        max_num_reqs = check_int("max_num_reqs", max_num_reqs, low=1)
+        num_steps = check_int("num_steps (k)", num_steps, low=1)
         if sampler is not None and not callable(sampler):
             raise LabkitInputError(f"sampler must be a function with gumbel_sample's signature, got {sampler!r}")
         device = torch.device(device) if device is not None else next(draft_model.parameters()).device

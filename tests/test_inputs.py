@@ -11,7 +11,8 @@ from kernel_cases import DEVICE, KERNEL_BACKEND, Q_TOL, launch_case
 
 from labkit import backends
 from labkit.checks import LabkitInputError
-from labkit.engine import Engine, EngineConfig, Request
+from labkit.engine import Engine, EngineConfig, Request, RequestStateTable
+from labkit.graphs import GraphRunner
 from labkit.kernels import WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
 from labkit.kernels.gumbel import kernel_launcher
 from labkit.models import ToyModels, encode_context, load_toy_models
@@ -358,3 +359,16 @@ def test_engine_with_nan_weights_refuses_by_name_instead_of_crashing(models, whi
     reqs = [Request(rid=0, prompt=[1, 2, 3], max_new_tokens=3)]
     with pytest.raises(LabkitInputError, match=r"logits holds NaN"):
         Engine(ToyModels(**parts), EngineConfig(**SMALL)).generate(reqs)
+
+
+def test_sizes_and_counts_must_be_integers(models):
+    with pytest.raises(LabkitInputError, match=r"num_reqs must be an integer, got 2.5"):
+        GraphRunner([1, 2, 4]).rows_for(2.5)
+    with pytest.raises(LabkitInputError, match=r"max_num_reqs must be an integer, got 8.0"):
+        Speculator(models.draft, max_num_reqs=8.0)
+    with pytest.raises(LabkitInputError, match=r"num_steps \(k\) must be >= 1, got 0"):
+        Speculator(models.draft, num_steps=0)
+    table = RequestStateTable(1, DEVICE)
+    table.add(Request(rid=0, prompt=[1], max_new_tokens=1))
+    with pytest.raises(LabkitInputError, match=r"all 1 request slots are taken"):
+        table.add(Request(rid=1, prompt=[1], max_new_tokens=1))

@@ -180,7 +180,7 @@ NAN = float("nan")
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NumPy, inside the interpreter
 @pytest.mark.parametrize("case", ["negative temperature", "NaN temperature", "all-NaN rows", "one NaN per row",
-                                  "all -inf rows", "+inf temperature"])
+                                  "all -inf rows", "+inf temperature", "+inf, then NaN"])
 def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
     """validate=False lets bad values through to the kernel; it still answers inside [0, vocab), like torch."""
     vocab = 37  # not a power of two: the last block has lanes past the vocabulary
@@ -195,6 +195,8 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
         logits[:] = NAN
     elif case == "one NaN per row":
         logits[torch.arange(6), torch.arange(6) * 5] = NAN
+    elif case == "+inf, then NaN":
+        logits[:, 3], logits[:, 9] = float("inf"), NAN
     else:
         logits[:] = float("-inf")
     tokens = {backend: gumbel_sample(logits, mapping, temperature, seeds, positions, block_v=16, validate=False,
@@ -204,6 +206,8 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
     assert torch.equal(tokens[KERNEL_BACKEND], tokens["torch"])
     if case == "one NaN per row":
         assert tokens["torch"][:4].tolist() == [0, 5, 10, 15], "a NaN counts as +inf on every backend"
+    if case == "+inf, then NaN":
+        assert tokens["torch"].tolist() == [3] * 6, "NaN ties with +inf, and the first index wins"
 
 
 def test_masked_kernel_skips_padded_rows_entirely():

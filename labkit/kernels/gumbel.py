@@ -20,8 +20,11 @@ load temperature and seed with `other=0` (a noiseless argmax that is thrown away
 `samples_per_req` > 1 serves DFlash-style drafters, whose sample row r proposes draft step
 `draft_step + r % samples_per_req` of its request.
 
-Every entry point checks its inputs (dtypes, devices, shapes, slot range) on the host first; on a
-GPU these checks synchronise, so benchmarks pass ``validate=False``.
+Every entry point checks its inputs on the host first (:mod:`labkit.kernels.gumbel_inputs`:
+dtypes, devices, shapes, strides, and the values the launch reads -- slots, temperatures, NaN);
+reading values synchronises with a GPU, so benchmarks pass ``validate=False``. Whatever gets
+through, the token is inside the vocabulary: a NaN score counts as +inf (the first of the largest
+scores wins, on every backend) and lanes past the vocabulary never win.
 
 Compiled for a GPU, the same kernel runs with bigger blocks and ``FAST_MATH`` (see
 :func:`launch_config`): the outer log of the Gumbel transform on the hardware lg2 unit and the inner
