@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
+from pathlib import Path
 
 from labkit import backends
 from labkit.checks import LabkitInputError
@@ -159,17 +161,31 @@ def _student_edition(args) -> int:
 COMMANDS = {"repro": _repro, "info": _info, "figures": _figures, "student-edition": _student_edition}
 
 
+def _optional_requirements() -> dict[str, list[str]]:
+    """extra -> its requirements: from the installed metadata, or from pyproject.toml when the kit
+    runs from a source tree that was never installed (a GPU box that only has the checkout)."""
+    try:
+        requires = importlib.metadata.requires("labkit") or []
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        if not pyproject.is_file():
+            return {}
+        with pyproject.open("rb") as fh:
+            return tomllib.load(fh).get("project", {}).get("optional-dependencies", {})
+    extras: dict[str, list[str]] = {}
+    for req in requires:
+        if "extra ==" in req:
+            extras.setdefault(req.split("extra ==")[1].strip(" '\""), []).append(req.split(";")[0])
+    return extras
+
+
 def missing_dependency_message(command: str, err: ImportError) -> str | None:
     """What to install for a missing optional package, or None if `err` is not one (a kit bug)."""
     package = (err.name or "").split(".")[0]
     if not package or package == "labkit":
         return None
-    try:
-        requires = importlib.metadata.requires("labkit") or []
-    except importlib.metadata.PackageNotFoundError:  # running from a source tree
-        requires = []
-    extras = {req.split("extra ==")[1].strip(" '\"") for req in requires
-              if "extra ==" in req and req.split(";")[0].strip().lower().startswith(package.lower())}
+    extras = {extra for extra, reqs in _optional_requirements().items()
+              if any(req.strip().lower().startswith(package.lower()) for req in reqs)}
     extras |= {_BROUGHT_BY_EXTRA[package]} if package in _BROUGHT_BY_EXTRA else set()
     if not extras:
         return f"{command} needs the package {package!r}, which is not installed: pip install {package}"

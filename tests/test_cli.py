@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -138,7 +139,7 @@ def test_info_works_without_the_optional_packages():
 
 def test_a_missing_notebook_folder_is_one_line(tmp_path, capsys):
     err = _main_error(capsys, "student-edition", "--src", str(tmp_path / "nowhere"), "--out", str(tmp_path / "s"))
-    assert "no notebook folder at" in err
+    assert "nowhere" in err and "does not exist" in err
 
 
 @pytest.mark.parametrize("command", ["student-edition", "figures"])
@@ -155,4 +156,12 @@ def test_an_output_folder_that_cannot_be_written_is_one_line(tmp_path, capsys, c
 
 def test_a_bug_inside_the_kit_is_not_dressed_up_as_a_missing_package():
     assert missing_dependency_message("figures", ModuleNotFoundError("x", name="labkit.viz.nowhere")) is None
+    assert "pip install 'labkit[test]'" in missing_dependency_message("x", ModuleNotFoundError("x", name="nbclient"))
+
+
+def test_a_source_tree_that_was_never_installed_still_names_the_extra(monkeypatch):
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", not_installed)
     assert "pip install 'labkit[test]'" in missing_dependency_message("x", ModuleNotFoundError("x", name="nbclient"))
