@@ -134,7 +134,11 @@ class Speculator:
         num_steps = check_int("num_steps (k)", num_steps, low=1)
         if sampler is not None and not callable(sampler):
             raise LabkitInputError(f"sampler must be a function with gumbel_sample's signature, got {sampler!r}")
-        device = torch.device(device) if device is not None else next(draft_model.parameters()).device
+        model_device = next(draft_model.parameters()).device
+        device = torch.device(device) if device is not None else model_device
+        if (device.type, device.index or 0) != (model_device.type, model_device.index or 0):
+            raise LabkitInputError(f"device={device} but the draft model is on {model_device}: the buffers and "
+                                   "the model must share a device")
         self.model = draft_model
         self.device = device
         self.max_num_reqs = max_num_reqs

@@ -368,6 +368,8 @@ def test_sizes_and_counts_must_be_integers(models):
         Speculator(models.draft, max_num_reqs=8.0)
     with pytest.raises(LabkitInputError, match=r"num_steps \(k\) must be >= 1, got 0"):
         Speculator(models.draft, num_steps=0)
+    with pytest.raises(LabkitInputError, match=r"device=meta but the draft model is on"):
+        Speculator(models.draft, device="meta")
     table = RequestStateTable(1, DEVICE)
     table.add(Request(rid=0, prompt=[1], max_new_tokens=1))
     with pytest.raises(LabkitInputError, match=r"all 1 request slots are taken"):
