@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from labkit import backends
 from labkit.checks import LabkitInputError, check_capture_sizes, check_int
 
 StepFn = Callable[[int], None]
@@ -38,7 +39,6 @@ class GraphRunner:
         self.capture_sizes = check_capture_sizes(capture_sizes)
         self.mode = mode
         self.device = torch.device(device)
-        self.real_graphs = self.device.type == "cuda"
         self._graphs: dict[int, object] = {}
         self._pool = None
         self.num_captures = 0
@@ -70,7 +70,7 @@ class GraphRunner:
             step(rows)
             return rows
         graph, captured_now = self._graph_for(rows, step)
-        if captured_now and self.real_graphs:
+        if captured_now and not isinstance(graph, _EmulatedGraph):
             # The warm-up inside _capture already applied the step to these inputs; replaying
             # too would apply it twice, and a step that updates its own inputs in place (the
             # drafter shifts its context and positions) would draft from the wrong context.
@@ -110,6 +110,16 @@ class GraphRunner:
         self._graphs.clear()
 
     # -- capture and replay -------------------------------------------------------------------
+
+    @property
+    def real_graphs(self) -> bool:
+        """Whether a capture now makes a real `torch.cuda.CUDAGraph`: on CUDA with compiled kernels.
+
+        The torch backend's reference kernels read values back to the host (they store row by
+        row, in order), which no CUDA graph can capture; under it, graphs are emulated even on a
+        GPU. A graph keeps the kind it was captured as.
+        """
+        return self.device.type == "cuda" and backends.backend() == "triton"
 
     def _capture(self, rows: int, step: StepFn):
         self.num_captures += 1

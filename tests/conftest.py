@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from labkit import backends
+
 HAS_CUDA = torch.cuda.is_available()
+SESSION_DEVICE = backends.default_device()
 
 
 def pytest_configure(config):
@@ -23,6 +26,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def models():
+    """The toy models on the device the kit's kernels run on (the GPU under compiled Triton), fixed
+    when the session starts so a test that switches backends meanwhile does not move them."""
     from labkit.models import load_toy_models
 
-    return load_toy_models()
+    return load_toy_models(SESSION_DEVICE)
