@@ -181,7 +181,9 @@ def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: 
     """Run `modes` (plus the eager references they are compared with) over the same workload."""
     cfg = _checked(cfg)
     names = resolve_modes(modes)
-    device = device or backends.default_device()
+    if device is None:
+        # Given models decide where the run happens (the torch backend runs on CUDA tensors too).
+        device = next(models.target.parameters()).device if models is not None else backends.default_device()
     models = models or load_toy_models(device)
     prompts = sample_prompts(cfg.prompts, cfg.seed)
     start, backend = time.perf_counter(), backends.backend()
