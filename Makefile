@@ -21,7 +21,7 @@ BROWSER_SKIP := $(if $(filter 1,$(LABKIT_REQUIRE_BROWSER)),,--allow-skip)
 ARGS ?=
 
 .PHONY: lab test lint test-unit test-notebooks test-triton-next test-browser test-clock \
-	repro info student figures bench-cpu clean
+	repro info student figures bench-cpu mutants clean
 
 $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 	@$(TIMED) set-up sh -c '\
@@ -89,6 +89,11 @@ figures: $(STAMP)
 # printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone.
 bench-cpu: $(STAMP)
 	$(BIN)/python scripts/bench_cpu.py $(ARGS)
+
+# Each part of the fix broken on purpose in a copy of the tree; every mutant must fail a behavioural
+# test (scripts/mutation_check.py lists them). About 3-4 minutes on 2 cores; not part of `make test`.
+mutants: $(STAMP)
+	$(BIN)/python scripts/mutation_check.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build/stage-times.txt

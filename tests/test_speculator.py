@@ -206,3 +206,24 @@ def test_run_rows_is_the_captured_work(models):
     spec.positions[:7].fill_(20)
     graph.replay()
     assert torch.equal(spec.draft_tokens[:7], before[:7]), "a replay of the captured graph drafts them too"
+
+
+@pytest.mark.parametrize("cls", [Speculator, DFlashSpeculator])
+def test_fill_without_mask_is_refused_on_the_host_before_any_launch(models, cls):
+    """Under a real CUDA graph the kernel's own checks never run (nothing is read back during a
+    replay), so the speculator must refuse -1 padding with an unmasked kernel before launching."""
+    launches = []
+
+    def counting(*args, **kwargs):
+        launches.append(kwargs["draft_step"])
+        return gumbel_sample_torch(*args, **kwargs)
+
+    fill_only = FixSwitches(fill_padding=True, mask_kernel=False, dflash_pad=-1)
+    with backends.using_backend("torch"):  # host logic under test; the reference sampler is not capturable
+        spec = cls(models.draft, max_num_reqs=M, num_steps=K, capture_sizes=(1, 2, 4, 8), fix=fill_only,
+                   sampler=counting)
+        spec.propose(*_inputs(models, list(TIMELINE[0]), 0))  # 8 live rows: no padding, nothing to refuse
+        launches.clear()
+        with pytest.raises(PaddedSlotOutOfBoundsError):
+            spec.propose(*_inputs(models, list(TIMELINE[1]), 1))  # 7 live rows padded to 8
+    assert launches == [], "the unmasked kernel was launched on a -1 row before anything refused"
