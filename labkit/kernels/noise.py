@@ -112,12 +112,5 @@ if HAS_TRITON:
 
     @triton.jit
     def uniform_at_zero(key):
-        """uniform(key, 0) for a scalar key: index 0 leaves the key unchanged before mixing."""
-        h = key
-        h = h ^ (h >> 16)
-        h = h * 0x7FEB352D
-        h = h ^ (h >> 15)
-        h = h * 0x846CA68B
-        h = h ^ (h >> 16)
-        u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
-        return tl.minimum(u, 0.99999994039535522)
+        """uniform(key, 0) for a scalar key, as a scalar (index 0 leaves the key unchanged)."""
+        return tl.sum(uniform(key, tl.zeros([1], tl.int32)), axis=0)

@@ -28,16 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import (
-    LabkitInputError,
-    check_backend,
-    check_mapping_dtype,
-    check_no_nan,
-    check_same_device,
-    check_slot_values,
-    check_temperatures,
-    check_tensor,
-)
+from labkit import checks
 from labkit.kernels.noise import SALT_ACCEPT, SALT_BONUS, SALT_RESIDUAL, gumbel_torch, row_key_torch, uniform_torch
 
 if _backend.HAS_TRITON:
@@ -61,6 +52,13 @@ if _backend.HAS_TRITON:
             x = tl.load(row_ptr + offs, mask=offs < vocab_size, other=float("-inf")) / temp
             s_vec += tl.exp(x - m)
         return m, tl.sum(s_vec, axis=0)
+
+    @triton.jit
+    def _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V: tl.constexpr):
+        """One vocab block of the target's temperature-scaled logits (-inf past the vocabulary)."""
+        offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
+        in_vocab = offs < vocab_size
+        return offs, in_vocab, tl.load(t_row + offs, mask=in_vocab, other=float("-inf")) / temp_safe
 
     @triton.jit
     def _first_argmax(best_val, best_idx):
@@ -111,9 +109,7 @@ if _backend.HAS_TRITON:
             p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
             p_idx = tl.zeros([BLOCK_V], tl.int32)
             for block in range(NUM_BLOCKS):
-                offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
-                in_vocab = offs < vocab_size
-                scaled = tl.load(t_row + offs, mask=in_vocab, other=float("-inf")) / temp_safe
+                offs, in_vocab, scaled = _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V)
                 p = tl.exp(scaled - m_p) / s_p
                 if PROBABILISTIC_DRAFT:
                     q = tl.exp(tl.load(q_row + offs, mask=in_vocab, other=float("-inf")) - m_q) / s_q
@@ -147,9 +143,7 @@ if _backend.HAS_TRITON:
             p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
             p_idx = tl.zeros([BLOCK_V], tl.int32)
             for block in range(NUM_BLOCKS):
-                offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
-                in_vocab = offs < vocab_size
-                scaled = tl.load(t_row + offs, mask=in_vocab, other=float("-inf")) / temp_safe
+                offs, in_vocab, scaled = _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V)
                 score = scaled
                 if temp != 0.0:
                     score = tl.where(in_vocab, scaled - tl.log(-tl.log(uniform(key, offs))), float("-inf"))
@@ -172,36 +166,38 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
-    check_tensor("target_logits", target_logits, dim=3, dtypes=FLOAT_DTYPES, what=" [num_reqs, k + 1, vocab]")
+    checks.check_tensor("target_logits", target_logits, dim=3, dtypes=FLOAT_DTYPES, what=" [num_reqs, k + 1, vocab]")
     num_reqs, k1, vocab = target_logits.shape
     if vocab < 1 or k1 < 1:
-        raise LabkitInputError(
+        raise checks.LabkitInputError(
             f"target_logits must be [num_reqs, k + 1 >= 1, vocab >= 1], got {tuple(target_logits.shape)}")
-    check_tensor("draft_tokens", draft_tokens, dim=2, dtypes=(torch.int32, torch.int64), what=" [num_reqs, k] tokens")
+    checks.check_tensor("draft_tokens", draft_tokens, dim=2, dtypes=(torch.int32, torch.int64),
+                        what=" [num_reqs, k] tokens")
     if tuple(draft_tokens.shape) != (num_reqs, k1 - 1):
-        raise LabkitInputError(
+        raise checks.LabkitInputError(
             f"draft_tokens has shape {tuple(draft_tokens.shape)}, expected ({num_reqs}, {k1 - 1}) "
             "to match target_logits' [num_reqs, k + 1, V]"
         )
-    check_tensor("idx_mapping", idx_mapping, dim=1, what=" [>= num_reqs]: one slot per live row")
-    check_mapping_dtype(idx_mapping)
-    check_tensor("temperature", temperature, dim=1, dtypes=(torch.float32,), what=" [max_num_reqs]")
-    check_tensor("seeds", seeds, dim=1, dtypes=(torch.int64,), what=" [max_num_reqs]")
-    check_tensor("positions", positions, dim=1, dtypes=(torch.int32, torch.int64), what=" [>= num_reqs]")
+    checks.check_tensor("idx_mapping", idx_mapping, dim=1, what=" [>= num_reqs]: one slot per live row")
+    checks.check_mapping_dtype(idx_mapping)
+    checks.check_tensor("temperature", temperature, dim=1, dtypes=(torch.float32,), what=" [max_num_reqs]")
+    checks.check_tensor("seeds", seeds, dim=1, dtypes=(torch.int64,), what=" [max_num_reqs]")
+    checks.check_tensor("positions", positions, dim=1, dtypes=(torch.int32, torch.int64), what=" [>= num_reqs]")
     if seeds.shape != temperature.shape:
-        raise LabkitInputError(f"temperature and seeds hold one entry per slot: got {temperature.shape[0]} and "
+        raise checks.LabkitInputError(f"temperature and seeds hold one entry per slot: got {temperature.shape[0]} and "
                                f"{seeds.shape[0]} entries")
     if idx_mapping.shape[0] < num_reqs or positions.shape[0] < num_reqs:
-        raise LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries")
+        raise checks.LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries")
     if draft_logits is not None:
-        check_tensor("draft_logits", draft_logits, dim=3, dtypes=(torch.float32,), what=" [max_num_reqs, k, vocab]")
+        checks.check_tensor("draft_logits", draft_logits, dim=3, dtypes=(torch.float32,),
+                            what=" [max_num_reqs, k, vocab]")
         if (draft_logits.shape[0] != temperature.shape[0] or draft_logits.shape[1] < k1 - 1
                 or draft_logits.shape[2] != vocab):
-            raise LabkitInputError(
+            raise checks.LabkitInputError(
                 f"draft_logits {tuple(draft_logits.shape)} does not match max_num_reqs={temperature.shape[0]}, "
                 f"k={k1 - 1} and vocab={vocab}: the draft and target models must share one vocabulary"
             )
-    check_same_device(target_logits=target_logits, draft_logits=draft_logits, draft_tokens=draft_tokens,
+    checks.check_same_device(target_logits=target_logits, draft_logits=draft_logits, draft_tokens=draft_tokens,
                       idx_mapping=idx_mapping, temperature=temperature, seeds=seeds, positions=positions)
 
 
@@ -211,18 +207,18 @@ def _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperatur
     if num_reqs == 0:
         return
     slots = idx_mapping[:num_reqs].to(torch.int64)
-    check_slot_values("idx_mapping", slots, temperature.shape[0], allow_negative=False)
-    check_temperatures(temperature, slots)
+    checks.check_slot_values("idx_mapping", slots, temperature.shape[0], allow_negative=False)
+    checks.check_temperatures(temperature, slots)
     outside = (draft_tokens < 0) | (draft_tokens >= vocab)
     if bool(outside.any()):
         row, j = (int(i) for i in outside.nonzero()[0])
-        raise LabkitInputError(
+        raise checks.LabkitInputError(
             f"draft_tokens[{row}, {j}] is {int(draft_tokens[row, j])}: every draft token must be in "
             f"[0, vocab={vocab}); verification reads p and q at that index"
         )
-    check_no_nan("target_logits", target_logits)
+    checks.check_no_nan("target_logits", target_logits)
     if draft_logits is not None:
-        check_no_nan("draft_logits (q of the live slots)", draft_logits[slots, : k1 - 1])
+        checks.check_no_nan("draft_logits (q of the live slots)", draft_logits[slots, : k1 - 1])
 
 
 def rejection_sample(
@@ -243,7 +239,7 @@ def rejection_sample(
     [0, max_num_reqs), draft tokens in [0, vocab), temperatures >= 0 and not NaN, no NaN logits).
     Any strides are accepted: everything here is only read.
     """
-    which = check_backend(backend)
+    which = checks.check_backend(backend)
     if validate:
         _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions)
     if which == "torch":
