@@ -16,6 +16,7 @@ from labkit import backends
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import row_key, tl, triton, uniform
 from labkit.workshop.harness import kernel_case, launch_triton
+from labkit.workshop.kernel_mask import judge_launch
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 needs_kernels = pytest.mark.skipif(not KERNELS_RUN, reason="Triton kernels cannot run here (no Triton, or no GPU "
@@ -373,12 +374,28 @@ def kernel_without_jit(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_
     pass
 
 
+# Where the reason differs, the interpreter's (every access logged) and the compiled kernel's (a read
+# seen only through a result it changed: a padded row's token tells temperature or seeds, not which;
+# a read whose value is only stored into draft_logits[-1] changes nothing the checker compares).
+_BY_BACKEND = {
+    "store_mask_only": {
+        "interpreter": ["Launch 1", "padded row 7 (slot -1) read temperature[-1] and seeds[-1]"],
+        "compiled": ["Launch 1", "padded row 7 (slot -1) read temperature[-1] or seeds[-1]", "Seen by effect"]},
+    "early_exit_inverted": {
+        "interpreter": ["padded row 7 (slot -1) read temperature[-1] and stored into draft_logits[-1]"],
+        "compiled": ["padded row 7 (slot -1) stored into draft_logits[-1]"]},
+}
+_KERNEL_RUNS = "interpreter" if backends.KERNELS_INTERPRETED else "compiled"
+
+
 @needs_kernels
 @pytest.mark.parametrize("learner,fragments", [
-    (kernel_store_mask_only, ["Launch 1", "padded row 7 (slot -1) read temperature[-1] and seeds[-1]"]),
+    (kernel_store_mask_only, _BY_BACKEND["store_mask_only"][_KERNEL_RUNS]),
     (kernel_slot_above_zero, ["live row 0 holds slot 0, but nothing was stored into draft_logits[0]"]),
-    (kernel_store_without_in_vocab, ["a store went past the end of draft_logits (into row 8)", "32 lanes"]),
-    (kernel_early_exit_inverted, ["padded row 7 (slot -1) read temperature[-1] and stored into draft_logits[-1]"]),
+    # On a GPU the spilled lane races the next slot's own store; the race is not taken for a read.
+    (kernel_store_without_in_vocab, ["Launch 1 (idx_mapping [0, 1, 2, 4, 5, 6, 7, -1]): a store went past the "
+                                     "end of draft_logits (into row 8)", "32 lanes"]),
+    (kernel_early_exit_inverted, _BY_BACKEND["early_exit_inverted"][_KERNEL_RUNS]),
     (kernel_q_unscaled, ["live row 0's q (draft_logits[0]) differs from its logits divided by its temperature"]),
     (kernel_typo, ["raised NameError at line 7 of `kernel_typo`", "is_vaild"]),
     (kernel_without_jit, ["plain Python function", "@triton.jit"]),
@@ -431,3 +448,52 @@ def test_compiled_kernels_show_reads_by_their_effect(monkeypatch):
     # What the effect cannot show: a read whose value no result uses.
     assert launch_triton(kernel_seed_unmasked, case).reads == []
     assert launch_triton(kernel_other_zero, case).reads == []
+
+
+class _RaceOnOneStore:
+    """Stands in for a compiled kernel whose rows race to store draft_logits[1, 0].
+
+    Every launch stores the right tokens and q, except that on the launches `spill_lands_last`
+    picks, slot 0's spilled lane lands after slot 1's own store (as a GPU may order them).
+    """
+
+    def __init__(self, case, spill_lands_last):
+        self.case, self.spill_lands_last, self.launches = case, spill_lands_last, 0
+
+    def __getitem__(self, grid):
+        return self._launch
+
+    def _launch(self, logits, mapping, temperature, seeds, positions, q, tokens, vocab_size, salt, BLOCK_V):
+        want_tokens, want_q = self.case.reference()
+        tokens.copy_(want_tokens)
+        q.copy_(want_q)
+        if self.spill_lands_last(self.launches):
+            q[1, 0] = float("-inf")
+        self.launches += 1
+
+
+@pytest.mark.parametrize("spill_lands_last", [lambda n: n % 2 == 1, lambda n: n >= 2],
+                         ids=["alternating", "drifting"])
+def test_compiled_a_race_between_stores_is_not_taken_for_a_read(monkeypatch, spill_lands_last):
+    monkeypatch.setattr(backends, "KERNELS_INTERPRETED", False)
+    case = kernel_case(0, "cpu")
+    racing = _RaceOnOneStore(case, spill_lands_last)
+    seen = launch_triton(racing, case)
+    assert racing.launches == 4
+    assert seen.reads == []
+
+
+def test_compiled_a_steady_q_that_follows_the_guards_is_a_read(monkeypatch):
+    """A padded row that reads temperature[-1] and stores into slot 0: q[0] follows the guard."""
+    monkeypatch.setattr(backends, "KERNELS_INTERPRETED", False)
+    case = kernel_case(0, "cpu")
+
+    class ReadsTheGuard(_RaceOnOneStore):
+        def _launch(self, logits, mapping, temperature, seeds, positions, q, tokens, vocab_size, salt, BLOCK_V):
+            super()._launch(logits, mapping, temperature, seeds, positions, q, tokens, vocab_size, salt, BLOCK_V)
+            before = temperature.as_strided((1,), (1,), temperature.storage_offset() - 1)
+            q[0] = logits[7] / before
+
+    seen = launch_triton(ReadsTheGuard(case, lambda n: False), case)
+    assert [(a.buffer, a.row) for a in seen.reads] == [("temperature or seeds", None)]
+    assert "(Seen by effect: draft_logits changed when only the memory before" in judge_launch(case, seen)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from workshop_helpers import assert_rejected, assert_solved
@@ -61,6 +67,32 @@ def offset_without_step(slot, step, stride_slot, stride_step):
 @pytest.mark.parametrize("learner", [offset_right, offset_wide_stride, offset_everything_wide])
 def test_offsets_widened_before_the_multiply_are_accepted(learner):
     assert_solved(ex.check_offset(learner))
+
+
+# Loads the harness kernels as the GPU gets them: compiled JITFunctions (no TRITON_INTERPRET, no labkit).
+_COMPILED_PARAMS = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("offset_kernels", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps({name: sorted(p.name for p in getattr(module, name).params if p.do_not_specialize)
+                  for name in ("offsets_kernel", "store_kernel")}))
+"""
+
+
+@pytest.mark.skipif(not backends.HAS_TRITON, reason="needs Triton")
+def test_compiled_the_integers_given_to_the_helper_stay_tensors():
+    # Compiled, Triton makes an integer argument equal to 1 (the small store's step) a Python
+    # constant unless told not to, and `step.to(tl.int64)` then fails. The interpreter never does
+    # that, so here the kernels are checked as a GPU compiles them; on a GPU,
+    # test_offsets_widened_before_the_multiply_are_accepted launches them for real.
+    path = Path(__file__).resolve().parent.parent / "labkit" / "workshop" / "offset_kernels.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", _COMPILED_PARAMS, str(path)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    learner_integers = ["step", "stride_slot", "stride_step"]
+    assert json.loads(out.stdout) == {"offsets_kernel": learner_integers, "store_kernel": learner_integers}
 
 
 @needs_kernels

@@ -164,7 +164,8 @@ def _outside_the_buffers(case: KernelCase, out: LaunchOutcome) -> str | None:
                 "which on a GPU belongs to other tensors (or is not mapped at all, and the process crashes). "
                 "Here it is guard memory the checker watches.")
         if out.reads_seen == "by effect" and read:
-            text += " (Seen by effect: these rows' tokens changed when only the memory before the buffers did.)"
+            changed = "draft_logits" if any(a.row is None for a in out.reads) else "these rows' tokens"
+            text += f" (Seen by effect: {changed} changed when only the memory before the buffers did.)"
     if after:
         text += (f" {'A' if text else 'a'} store went past the end of draft_logits (into row {M}): the block has "
                  f"{BLOCK_V} lanes and the vocabulary {V}, and the lanes past the vocabulary of slot {M - 1}'s row "
