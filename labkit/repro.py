@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
 
 import torch
 
@@ -177,8 +178,12 @@ def _one_thread_on_cpu(device):
 
 
 def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: ToyModels | None = None,
-              progress: bool = True, device=None) -> BenchResult:
-    """Run `modes` (plus the eager references they are compared with) over the same workload."""
+              progress: bool | Callable[[str, int, int], None] = True, device=None) -> BenchResult:
+    """Run `modes` (plus the eager references they are compared with) over the same workload.
+
+    `progress`: True prints requests finished per mode on stderr; a callable is called as
+    ``progress(mode, done, total)`` (e.g. :func:`labkit.viz.progress.progress_bars` in a notebook).
+    """
     cfg = _checked(cfg)
     names = resolve_modes(modes)
     if device is None:
@@ -191,21 +196,27 @@ def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: 
     results: dict[str, ModeResult] = {}
     texts: dict[str, dict[int, str]] = {}
     for name in names:  # references first: every mode is scored against one already run
-        reporter = _Progress(name, cfg.prompts) if progress else None
+        reporter = _reporter(progress, name, cfg.prompts)
         try:
             with _one_thread_on_cpu(device):
                 runs[name] = run_mode(name, cfg, models, prompts, progress=reporter, device=device)
         except PaddedSlotOutOfBoundsError as err:
             results[name] = ModeResult(name, MODES[name].reference, identical_to_eager=None, corrupted=None,
                                        error=str(err))
-            if reporter:
+            if isinstance(reporter, _Progress):
                 reporter.finish("refused (see the table)")
             continue
-        if reporter:
+        if isinstance(reporter, _Progress):
             reporter.finish(f"{runs[name].wall_s:.1f} s")
         texts[name] = {rid: models.tokenizer.decode(t) for rid, t in runs[name].outputs.items()}
         results[name] = _score(name, runs[name], runs[MODES[name].reference], texts[name])
     return BenchResult(cfg, results, texts, prompts, time.perf_counter() - start, backend)
+
+
+def _reporter(progress, mode: str, total: int):
+    if callable(progress):
+        return lambda done, total_: progress(mode, done, total_)
+    return _Progress(mode, total) if progress else None
 
 
 class _Progress:

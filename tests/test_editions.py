@@ -198,3 +198,11 @@ def test_the_student_exercises_run_top_to_bottom_and_say_not_solved_yet(student)
     checker_texts = [" ".join(_text(o) for o in c.outputs) for c in nb.cells if "checker" in _tags(c)]
     assert checker_texts and all("not solved yet" in t for t in checker_texts), checker_texts
     assert not any(" solved." in t for t in checker_texts)
+
+
+def test_a_solution_cell_may_name_its_own_placeholder():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["solution"]})
+    cell.metadata["labkit"] = {"placeholder": "# Your turn: run ex.check_fill(globals()) below."}
+    nb.cells = [cell]
+    assert student_notebook(nb).cells[0].source == "# Your turn: run ex.check_fill(globals()) below."

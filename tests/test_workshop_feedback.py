@@ -88,7 +88,7 @@ _WITHOUT_TRITON = textwrap.dedent("""
         return tokens
 
     def q_offset(slot, step, stride_slot, stride_step):
-        return slot.to(torch.int64) * stride_slot + step * stride_step
+        return slot.to(ex.tl.int64) * stride_slot + step * stride_step  # the stand-in tl of notebook 07
 
     @ex.triton.jit  # the stand-in: the Triton cell still defines its function
     def gumbel_kernel(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,

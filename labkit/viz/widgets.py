@@ -115,10 +115,14 @@ class Explorer:
     """
 
     def __init__(self, source: Source | None = None, *, step: int | None = None, fill: bool = False,
-                 mask: bool = False, dflash_pad: int = 0, drafter: str = "autoregressive"):
+                 mask: bool = False, dflash_pad: int = 0, drafter: str = "autoregressive",
+                 caption: str | None = None):
+        """`caption`: where the runs of `source` were computed (default: the backend in use now);
+        pass :func:`~labkit.viz.style.run_caption` taken where the source ran, if that differs."""
         import ipywidgets as w
 
         self.source = source or engine_source()
+        self.provenance = caption
         if step is None:
             step = first_collision_step(self.source, drafter, fill, mask, dflash_pad)
         self.step = w.IntSlider(value=0, min=0, max=max(step, 1), description="step", continuous_update=False)
@@ -157,7 +161,7 @@ class Explorer:
             self.caption.value = f"<b>{html.escape(view.label)}</b><br>{html.escape(view.caption)}"
             key = (self.drafter.value, self.fill.value, self.mask.value, self.dflash_pad.value, view.step)
             if key not in self._pngs:
-                self._pngs[key] = render_png(explorer_figure(view))
+                self._pngs[key] = render_png(explorer_figure(view, source=self.provenance))
             self.image.value = self._pngs[key]
             self.redraws += 1
         finally:

@@ -29,9 +29,11 @@ SOLUTION_TAG = "solution"
 CHECKER_TAG = "checker"
 PLACEHOLDER_TAG = "your-turn"
 
+# A solution cell may carry its own placeholder in metadata["labkit"]["placeholder"] (an exercise
+# with a checker says "run the checker below"; a worked answer in a lesson notebook does not).
 CODE_PLACEHOLDER = (
-    "# Your turn: edit the cell above (or write your own version here),\n"
-    "# then run the checker below. The instructor edition has a solution in this place."
+    "# Your turn: write this step yourself (edit the cell above or start here),\n"
+    "# then run the cells below. The instructor edition shows a solution in this place."
 )
 MARKDOWN_PLACEHOLDER = "**Your answer:** *(double-click to write it here)*"
 
@@ -60,10 +62,11 @@ def student_notebook(nb):
     for cell in out.cells:
         tags = _tags(cell)
         if SOLUTION_TAG in tags:
+            custom = cell.get("metadata", {}).get("labkit", {}).get("placeholder")
             if cell.cell_type == "code":
-                new = nbformat.v4.new_code_cell(CODE_PLACEHOLDER)
+                new = nbformat.v4.new_code_cell(custom or CODE_PLACEHOLDER)
             else:
-                new = nbformat.v4.new_markdown_cell(MARKDOWN_PLACEHOLDER)
+                new = nbformat.v4.new_markdown_cell(custom or MARKDOWN_PLACEHOLDER)
             new.metadata["tags"] = [PLACEHOLDER_TAG]
             if "id" in cell:
                 new.id = f"{cell.id}-your-turn"[:64]

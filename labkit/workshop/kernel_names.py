@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import types
 
+import torch
+
 from labkit import backends
 
 NAMES = ("triton", "tl", "row_key", "uniform", "row_key_torch", "gumbel_torch")
@@ -37,5 +39,7 @@ def kernel_names() -> dict:
 
         return dict(names, triton=triton, tl=tl, row_key=row_key, uniform=uniform)
     triton = types.SimpleNamespace(jit=_jit_stand_in, next_power_of_2=lambda n: 1 << max(0, (n - 1).bit_length()))
-    tl = types.SimpleNamespace(constexpr=int, int64="int64", int32="int32", uint32="uint32", float32="float32")
+    # torch dtypes, so the torch version of an answer (slot.to(tl.int64) on a tensor) runs unchanged.
+    tl = types.SimpleNamespace(constexpr=int, int64=torch.int64, int32=torch.int32, uint32=torch.uint32,
+                               float32=torch.float32)
     return dict(names, triton=triton, tl=tl, row_key=_unavailable, uniform=_unavailable)
