@@ -29,7 +29,7 @@ scores wins, on every backend) and lanes past the vocabulary never win.
 Compiled for a GPU, the same kernel runs with bigger blocks and ``FAST_MATH`` (see
 :func:`launch_config`): the outer log of the Gumbel transform on the hardware lg2 unit and the inner
 one without libdevice's special cases. That moves it from about 60% to about 88% of a same-bytes
-copy's bandwidth on an H200 (labkit/gpu/sections.py, record in labkit/data/gpu/) with the same tokens;
+copy's bandwidth on an H200 (labkit/gpu/kernel.py, record in labkit/data/gpu/) with the same tokens;
 the interpreter keeps the plain form, bit for bit as before.
 """
 
@@ -273,7 +273,7 @@ def gumbel_sample(
 # On a GPU the kernel is bound by its per-element arithmetic (a 32-bit hash and two logs) as much
 # as by memory, so it wants many elements per thread: the block-wide reductions, the per-row key
 # and the scalar loads are paid once per program. Measured on an H200 (labkit/data/gpu/): see
-# labkit/gpu/sections.py, which records the sweep that chose these.
+# labkit/gpu/kernel.py (bench_sweep), which records the sweep that chose these.
 GPU_BLOCK_V = 4096
 GPU_NUM_WARPS = 8
 # Fast math levels for compiled kernels (the interpreter always runs level 0):
