@@ -79,7 +79,8 @@ MUTANTS = (
            KERNEL_TESTS),
     Mutant("no-refusal-of-minus-1", "guard: unmasked kernel meets -1", "labkit/kernels/gumbel_inputs.py",
            'raise padded_slot_error("gumbel_sample"', '(lambda *_: None)("gumbel_sample"',
-           KERNEL_TESTS),
+           # the refusal tests first: past the refusal the unmasked kernel really reads at -1
+           tuple(reversed(KERNEL_TESTS))),
     Mutant("no-host-refusal", "guard: fill without mask", "labkit/speculator.py",
            "if rows > num_reqs and self._padding_is_negative() and not self.fix.mask_kernel",
            "if False and rows > num_reqs and self._padding_is_negative() and not self.fix.mask_kernel",
