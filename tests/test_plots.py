@@ -247,29 +247,3 @@ def test_write_all_writes_the_explaining_and_the_record_figures(tmp_path):
                      "bench_before_after.png", "timing_tokens_per_s.png"]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-# -- the data behind notebook 05 ------------------------------------------------------------------
-
-def test_int32_offsets_wrap_exactly_at_the_first_overflowing_index():
-    from labkit.proofs.siblings import first_overflowing_index, offset_rows
-
-    stride = 4 * 151936
-    first = first_overflowing_index(stride)
-    ok, bad = offset_rows([first - 1, first], stride)
-    assert not ok.wrapped and ok.exact <= 2**31 - 1
-    assert bad.wrapped and bad.int32 < 0 and bad.int32 == bad.exact - 2**32
-
-
-def test_shared_noise_biases_the_output_and_separate_salts_do_not():
-    from labkit.proofs.siblings import speculative_outputs
-    from labkit.proofs.stats import empirical, expected_tv
-
-    p = torch.tensor([0.1, 0.45, 0.45], dtype=torch.float64)
-    q = torch.tensor([0.8, 0.19, 0.01], dtype=torch.float64)
-    n = 40_000
-    noise = expected_tv(p, n)
-    right = total_variation(empirical(speculative_outputs(p, q, n, shared_noise=False), 3), p)
-    shared = total_variation(empirical(speculative_outputs(p, q, n, shared_noise=True), 3), p)
-    assert right < 4 * noise
-    assert shared > 10 * noise
