@@ -19,16 +19,30 @@ TRITON_NEXT_DIR := $(VENV)/triton-$(TRITON_NEXT)
 BROWSER_SKIP := $(if $(filter 1,$(LABKIT_REQUIRE_BROWSER)),,--allow-skip)
 # Extra arguments for `make repro`, `make bench-cpu`, e.g. make repro ARGS="--modes all".
 ARGS ?=
+# Test processes per pytest stage (pytest-xdist): the CPUs this process may use, at most 4. Most
+# tests and notebooks spend their time in one Python thread (the Triton interpreter, the toy
+# models on one thread), so on 2 cores two workers take the unit stage from about 230 s to 145 s.
+# `make test JOBS=1` runs everything in one process, in file order.
+JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)))")
+# worksteal: a worker that runs out takes tests queued on the other (a few tests take 10-30 s).
+# Notebooks go whole to one worker (loadscope: a notebook's cells share one kernel, in order).
+XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
+XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
 .PHONY: lab test lint test-unit test-notebooks test-triton-next test-browser test-clock \
 	repro info student figures bench-cpu mutants clean
 
+# Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
+# 40 s of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
+# (templates, py2 leftovers in some wheels); without .pyc files every process that imports torch
+# would take seconds longer where PYTHONDONTWRITEBYTECODE is set.
 $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 	@$(TIMED) set-up sh -c '\
 		$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11) and \"labkit needs Python 3.11 or newer; this is \" + sys.version.split()[0] + \": run make PYTHON=python3.11 ...\")" && \
 		$(PYTHON) -m venv $(VENV) && \
 		$(PIP_INSTALL) --upgrade pip && \
-		$(PIP_INSTALL) -c requirements/ci.txt -e ".[lab,test,browser]"'
+		$(PIP_INSTALL) --no-compile -c requirements/ci.txt -e ".[lab,test,browser]" && \
+		{ $(BIN)/python -m compileall -qq -j 0 $(VENV)/lib >/dev/null || true; }'
 	@touch $@
 
 lab: $(STAMP)
@@ -46,10 +60,10 @@ lint: $(STAMP)
 	@$(TIMED) lint $(BIN)/ruff check .
 
 test-unit: $(STAMP)
-	@$(TIMED) unit $(BIN)/python -m pytest -q tests --ignore=tests/browser
+	@$(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser
 
 test-notebooks: $(STAMP)
-	@$(TIMED) notebooks $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env \
+	@$(TIMED) notebooks $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg notebooks
 
 $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
@@ -58,11 +72,12 @@ $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
 	PYTHONPATH=$(TRITON_NEXT_DIR) $(BIN)/python -c "import triton; assert triton.__version__ == '$(TRITON_NEXT)', triton.__version__"
 	@touch $@
 
-# Kernel tests again under the newest Triton's interpreter. Triton ships for Linux only: elsewhere
+# Kernel tests again under the newest Triton's interpreter, in one process (20 s: two workers
+# would spend more on starting than they save). Triton ships for Linux only: elsewhere
 # (macOS) the kernels run on the torch backend and this stage says so.
 ifeq ($(shell uname -s),Linux)
 test-triton-next: $(TRITON_NEXT_DIR)/.installed
-	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q tests/test_kernels.py
+	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q -p no:xdist tests/test_kernels.py
 else
 test-triton-next:
 	@echo "== stage triton-$(TRITON_NEXT): skipped, Triton is published for Linux only"
@@ -71,9 +86,10 @@ endif
 # Every notebook in JupyterLab, in Debian's Chromium (apt-get install -y chromium; never
 # `playwright install`). This stage checks the lab itself -- every notebook runs in JupyterLab,
 # the widgets answer -- so its kernels use the torch backend (about 80 s less on 2 cores); the
-# Triton source is exercised by the unit, notebook and Triton 3.9 stages before it.
+# Triton source is exercised by the unit, notebook and Triton 3.9 stages before it. JOBS notebooks
+# run side by side, each in its own tab and kernel.
 test-browser: $(STAMP)
-	@LABKIT_BACKEND=torch $(TIMED) $(BROWSER_SKIP) browser $(BIN)/python -m pytest -q -rs tests/browser
+	@LABKIT_BACKEND=torch LABKIT_BROWSER_PARALLEL=$(JOBS) $(TIMED) $(BROWSER_SKIP) browser $(BIN)/python -m pytest -q -rs tests/browser
 
 repro: $(STAMP)
 	$(BIN)/python -m labkit repro $(ARGS)

@@ -231,6 +231,7 @@ class NotebookPage:
         self.page = page
         self.server = server
         self.notebook = notebook
+        self.open_seconds: float | None = None  # page load and kernel start, set by run_notebooks
 
     def open(self, timeout_s: float = 300.0) -> None:
         # Generous: on a busy 2-core CI machine JupyterLab took over 120 s to render the explorer
@@ -267,26 +268,35 @@ class NotebookPage:
     def prompts(self) -> list[str]:
         return [t.strip() for t in self.page.locator(CODE_PROMPT).all_inner_texts()]
 
-    def run_all(self, timeout_s: float = 900.0) -> RunReport:
-        start = time.monotonic()
+    def start_run_all(self) -> None:
+        """Run > Run All Cells; returns once the run has started (a prompt changed, or a dialog)."""
+        self._run_started = time.monotonic()
+        self._idle_polls = 0
         before = self.prompts()
         self.menu("Run", "Run All Cells")
-        # Wait for the run to start (a prompt changes), then for no cell queued or running and an
-        # idle kernel, twice in a row (between two cells the kernel is briefly idle).
         self._wait(lambda: self.prompts() != before or self._dialogs(), 60, "Run All to start")
-        stable = 0
 
-        def finished() -> bool:
-            nonlocal stable
-            done = (self._dialogs() or not any("*" in p for p in self.prompts())) and self.server.kernels_idle()
-            stable = stable + 1 if done else 0
-            return stable >= 3
+    def run_finished(self) -> bool:
+        """One look at the page: True once no cell is queued or running and this notebook's kernel
+        was idle at two looks in a row (a widget's message may still arrive after the last cell).
+        A dialog (the kernel died, ...) ends the run at once."""
+        if self._dialogs():
+            return True
+        done = not any("*" in p for p in self.prompts()) and self.kernel_state() == "idle"
+        self._idle_polls = self._idle_polls + 1 if done else 0
+        return self._idle_polls >= 2
 
-        self._wait(finished, timeout_s, "Run All to finish", poll_s=1.0)
+    def report(self) -> RunReport:
+        """What the finished run left on the page: cells that ran, error outputs, dialogs."""
         prompts = self.prompts()
         executed = sum(any(ch.isdigit() for ch in p) for p in prompts)
-        return RunReport(self.notebook, time.monotonic() - start, len(prompts), executed,
+        return RunReport(self.notebook, time.monotonic() - self._run_started, len(prompts), executed,
                          self.error_outputs(), self._dialogs())
+
+    def run_all(self, timeout_s: float = 900.0) -> RunReport:
+        self.start_run_all()
+        self._wait(self.run_finished, timeout_s, "Run All to finish", poll_s=0.5)
+        return self.report()
 
     def error_outputs(self) -> list[str]:
         return [t.strip() for t in self.page.locator(STDERR_OUTPUT).all_inner_texts()]
@@ -363,3 +373,60 @@ class NotebookPage:
             if after and after != before and self.server.kernels_idle():
                 return after
         return after
+
+
+def run_notebooks(context, server: LabServer, names: list[str], *, parallel: int = 1,
+                  timeout_s: float = 900.0, keep_open: tuple[str, ...] = (),
+                  screenshots: Path | None = None) -> tuple[dict, dict]:
+    """Open and Run All every notebook in `names`, `parallel` at a time, each in its own page and
+    kernel; return ({name: RunReport or the exception that stopped it}, {name: NotebookPage}).
+
+    Kernels mostly run one Python thread, so on 2 cores two notebooks side by side take about
+    half the time of one after the other. A finished notebook's kernel is shut down and its page
+    closed, except those whose name starts with one of `keep_open` (a later test uses them).
+    Screenshots of every page (``NAME.png``, or ``NAME-FAILED.png``) go to `screenshots`.
+    """
+    results: dict = {}
+    pages: dict = {}
+    queue = list(names)
+    active: list[tuple[str, NotebookPage, float]] = []
+
+    def finish(name: str, nb: NotebookPage, outcome) -> None:
+        results[name] = outcome
+        if screenshots is not None:
+            suffix = "" if isinstance(outcome, RunReport) else "-FAILED"
+            try:  # what the page showed at the end, for the CI log's reader
+                nb.screenshot(screenshots / f"{Path(name).stem}{suffix}.png")
+            except Exception:  # noqa: BLE001 - the run's own outcome is what matters
+                pass
+        if not (keep_open and name.startswith(keep_open)):
+            server.close_session(name)  # idle kernels would only take memory
+            nb.page.close()
+
+    while queue or active:
+        while queue and len(active) < max(1, parallel):
+            name = queue.pop(0)
+            nb = pages[name] = NotebookPage(context.new_page(), server, name)
+            try:
+                opened = time.monotonic()
+                nb.open()
+                nb.open_seconds = time.monotonic() - opened
+                nb.start_run_all()
+                active.append((name, nb, time.monotonic() + timeout_s))
+            except Exception as err:  # reported by the notebook's own test
+                finish(name, nb, err)
+        running = []
+        for name, nb, deadline in active:
+            try:
+                if nb.run_finished():
+                    finish(name, nb, nb.report())
+                elif time.monotonic() > deadline:
+                    raise TimeoutError(f"{name}: gave up waiting for Run All to finish after {timeout_s:.0f} s")
+                else:
+                    running.append((name, nb, deadline))
+            except Exception as err:
+                finish(name, nb, err)
+        active = running
+        if active:
+            active[0][1].page.wait_for_timeout(500)
+    return results, pages

@@ -1,9 +1,10 @@
 """The notebooks in JupyterLab in a real browser (Debian's Chromium, driven by Playwright).
 
-For every notebook: open it, Run > Run All Cells, wait for the kernel to go idle, and fail on any
-error or stderr output, any dialog (a dead kernel), or any cell that did not run. In the explorer
-notebook (02), move the step slider and check that the figure's bytes changed. Screenshots go to
-``$LABKIT_SCREENSHOTS`` (default ``screenshots/``, gitignored).
+For every notebook: open it, Run > Run All Cells, wait for its kernel to go idle, and fail on any
+error or stderr output, any dialog (a dead kernel), or any cell that did not run. Notebooks run
+``LABKIT_BROWSER_PARALLEL`` at a time (default: 2, or 1 on one CPU), each in its own tab and
+kernel. In the explorer notebook (02), move the step slider and check that the figure's bytes
+changed. Screenshots go to ``$LABKIT_SCREENSHOTS`` (default ``screenshots/``, gitignored).
 
 Skips, with the reason, when Chromium, playwright or jupyterlab is missing -- unless
 ``LABKIT_REQUIRE_BROWSER=1``, which turns the skip into a failure (for CI). ``LABKIT_CHROMIUM``
@@ -21,7 +22,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lab_driver import LabServer, NotebookPage, launch_browser, missing_requirements
+from lab_driver import LabServer, launch_browser, missing_requirements, run_notebooks
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = Path(os.environ.get("LABKIT_BROWSER_NOTEBOOKS", REPO / "notebooks"))
@@ -29,6 +30,9 @@ SCREENSHOTS = Path(os.environ.get("LABKIT_SCREENSHOTS", REPO / "screenshots"))
 EXPLORER = os.environ.get("LABKIT_EXPLORER_NOTEBOOK", "02")  # prefix of the notebook with the step slider
 SABOTAGE = os.environ.get("LABKIT_BROWSER_SABOTAGE", "")
 RUN_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_TIMEOUT", "900"))
+# Notebooks run side by side, each in its own page and kernel (make passes its JOBS).
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+PARALLEL = max(1, int(os.environ.get("LABKIT_BROWSER_PARALLEL") or min(2, _CPUS)))
 
 _missing = missing_requirements()
 if _missing:
@@ -82,30 +86,17 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ran(lab):
-    """Run every notebook once; the per-notebook tests and the slider test read the results."""
+    """Run every notebook once, PARALLEL at a time; the per-notebook tests and the slider test
+    read the results. The explorer's page and kernel stay open for the slider test."""
     server, context = lab
-    results, pages = {}, {}
-    for name in NOTEBOOK_NAMES:
-        page = context.new_page()
-        nb = NotebookPage(page, server, name)
-        try:
-            nb.open()
-            report = nb.run_all(timeout_s=RUN_TIMEOUT_S)
-            nb.screenshot(SCREENSHOTS / f"{Path(name).stem}.png")
-            results[name] = report
-        except Exception as err:  # a timeout is reported by the notebook's own test
-            results[name] = err
-            try:  # what the page showed when it gave up, for the CI log's reader
-                nb.screenshot(SCREENSHOTS / f"{Path(name).stem}-FAILED.png")
-            except Exception:  # noqa: BLE001 - the original error is what matters
-                pass
-        pages[name] = nb
-        if not name.startswith(EXPLORER):
-            server.close_session(name)  # one idle kernel at a time besides the explorer's
-            page.close()
+    results, pages = run_notebooks(context, server, NOTEBOOK_NAMES, parallel=PARALLEL, timeout_s=RUN_TIMEOUT_S,
+                                   keep_open=(EXPLORER,), screenshots=SCREENSHOTS)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     (SCREENSHOTS / "run-all-seconds.json").write_text(json.dumps(
-        {n: round(r.seconds, 1) for n, r in results.items() if not isinstance(r, Exception)}, indent=1))
+        {"parallel": PARALLEL,
+         "open_seconds": {n: round(p.open_seconds, 1) for n, p in pages.items() if p.open_seconds is not None},
+         "run_all_seconds": {n: round(r.seconds, 1) for n, r in results.items() if not isinstance(r, Exception)}},
+        indent=1))
     return results, pages
 
 
