@@ -97,6 +97,64 @@ def _speed_up_interpreter() -> None:
         builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
     except Exception:  # pragma: no cover - depends on Triton internals
         pass
+    _patch_language_once_per_launch()
+
+
+def _patch_language_once_per_launch() -> None:
+    """Let a launch patch ``triton.language`` once, not again at every @jit helper it calls.
+
+    To interpret a kernel, Triton swaps the builtins of ``triton.language`` for numpy versions when
+    the launch starts and swaps them back when it ends. It also "patches" again at every call of
+    a @jit helper inside the kernel (the kit's noise hash, the learner's helpers), walking every
+    member of the language modules with ``inspect.getmembers`` -- a third of the capstone's run
+    time -- although the launch has already put the same, stateless replacements in place (they
+    do not depend on the function being called). Here a helper called during a launch whose
+    language modules the launch has already patched skips that walk; everything else (a launch,
+    a helper called outside a launch, a helper that sees a language module the kernel did not)
+    patches as Triton does. Best-effort, like the option above: on a Triton whose interpreter
+    lacks these internals nothing changes. tests/test_backends.py checks that the same launches
+    give the same bits with and without it.
+    """
+    try:
+        import inspect
+
+        import triton.language as tl
+        from triton.runtime import interpreter
+
+        patch_lang, run_grid = interpreter._patch_lang, interpreter.GridExecutor.__call__
+        interpreter._LangPatchScope  # noqa: B018 - fail here, not mid-launch, if it is gone
+    except Exception:  # pragma: no cover - depends on Triton internals
+        return
+    if getattr(patch_lang, "labkit_once_per_launch", False):
+        return
+    launches: list[set] = []  # per launch in progress: the language modules it has patched
+
+    def languages(fn) -> set:
+        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+
+    def patch_once(fn):
+        if launches and launches[-1] and languages(fn) <= launches[-1]:
+            patch_once.skipped += 1
+            return interpreter._LangPatchScope()  # nothing to undo: this launch's patches stand
+        scope = patch_lang(fn)
+        if launches:
+            # The launch's own patch comes first (Triton patches before running the grid). A
+            # helper that sees another module (tl.max sees triton.language.core) patches it, and
+            # Triton leaves that in place for the rest of the launch, so it need not be redone.
+            launches[-1] |= languages(fn)
+        return scope
+
+    def run_grid_patching_once(self, *args, **kwargs):
+        launches.append(set())
+        try:
+            return run_grid(self, *args, **kwargs)
+        finally:
+            launches.pop()
+
+    patch_once.labkit_once_per_launch, patch_once.skipped = True, 0
+    patch_once.__wrapped__, run_grid_patching_once.__wrapped__ = patch_lang, run_grid  # for the test
+    interpreter._patch_lang = patch_once
+    interpreter.GridExecutor.__call__ = run_grid_patching_once
 
 
 if KERNELS_INTERPRETED:

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 import labkit
 from labkit import backends
@@ -104,3 +105,36 @@ def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
             labkit.set_backend(previous)
 
     assert run("interpreter") == run("torch")
+
+
+@pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="a speed-up of Triton's CPU interpreter")
+@pytest.mark.parametrize("masked", [True, False])
+def test_patching_the_language_once_per_launch_changes_no_bit(monkeypatch, masked):
+    """labkit.backends skips Triton's re-patching of triton.language at helper calls inside a
+    launch; the kit's kernel (noise helpers, tl.max, tl.argmax) must give the same bits without it."""
+    from kernel_cases import launch_case
+    from triton.runtime import interpreter
+
+    from labkit.kernels.gumbel import gumbel_sample
+
+    def launches():
+        out = []
+        for seed in range(3):
+            logits, mapping, temperature, seeds, positions = launch_case(seed, 6, 300, padded=2, stale=not masked)
+            q = torch.zeros(12, 2, 300)
+            tokens = [gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=step,
+                                    masked=masked, backend="interpreter") for step in range(2)]
+            out.append((torch.stack(tokens), q))
+        return out
+
+    patch = interpreter._patch_lang
+    assert getattr(patch, "labkit_once_per_launch", False), "the speed-up is not installed"
+    skipped = patch.skipped
+    fast = launches()
+    assert patch.skipped > skipped, "no helper call inside a launch skipped the re-patching"
+    monkeypatch.setattr(interpreter, "_patch_lang", patch.__wrapped__)
+    monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__.__wrapped__)
+    slow = launches()
+    for (tokens_fast, q_fast), (tokens_slow, q_slow) in zip(fast, slow, strict=True):
+        assert torch.equal(tokens_fast, tokens_slow)
+        assert torch.equal(q_fast, q_slow)
