@@ -66,10 +66,12 @@ test-notebooks: $(STAMP)
 	@$(TIMED) notebooks $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg notebooks
 
+# Timed as its own stage (first run only), so that the summary's total is the whole wall time.
 $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
-	rm -rf $(TRITON_NEXT_DIR)
-	$(PIP_INSTALL) --no-deps --target $(TRITON_NEXT_DIR) triton==$(TRITON_NEXT)
-	PYTHONPATH=$(TRITON_NEXT_DIR) $(BIN)/python -c "import triton; assert triton.__version__ == '$(TRITON_NEXT)', triton.__version__"
+	@$(TIMED) install-triton-$(TRITON_NEXT) sh -c '\
+		rm -rf $(TRITON_NEXT_DIR) && \
+		$(PIP_INSTALL) --no-deps --target $(TRITON_NEXT_DIR) triton==$(TRITON_NEXT) && \
+		PYTHONPATH=$(TRITON_NEXT_DIR) $(BIN)/python -c "import triton; assert triton.__version__ == \"$(TRITON_NEXT)\", triton.__version__"'
 	@touch $@
 
 # Kernel tests again under the newest Triton's interpreter, in one process (20 s: two workers
