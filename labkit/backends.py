@@ -107,10 +107,10 @@ def _patch_language_once_per_launch() -> None:
     the launch starts and swaps them back when it ends. It also "patches" again at every call of
     a @jit helper inside the kernel (the kit's noise hash, the learner's helpers), walking every
     member of the language modules with ``inspect.getmembers`` -- a third of the capstone's run
-    time -- although the launch has already put the same, stateless replacements in place (they
-    do not depend on the function being called). Here a helper called during a launch whose
-    language modules the launch has already patched skips that walk; everything else (a launch,
-    a helper called outside a launch, a helper that sees a language module the kernel did not)
+    time -- although the same, stateless replacements are already in place (they do not depend
+    on the function being called). Here a helper called during a launch whose language modules
+    were already patched in that launch skips that walk; everything else (a launch, a helper
+    called outside a launch, the first helper of a launch to see a module the kernel does not)
     patches as Triton does. Best-effort, like the option above: on a Triton whose interpreter
     lacks these internals nothing changes. tests/test_backends.py checks that the same launches
     give the same bits with and without it.
