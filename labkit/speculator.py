@@ -16,6 +16,10 @@ rows (graph mode) or ``num_reqs`` rows (eager), through :class:`~labkit.graphs.G
 
 The three parts of the fix are independent switches (:class:`FixSwitches`) so that each can be
 turned on alone and its effect seen.
+
+Upstream this is ``DraftModelSpeculator`` in ``vllm/v1/worker/gpu/spec_decode/speculator.py`` (its
+``_copy_request_inputs`` holds the host-side fill) and ``DFlashSpeculator`` in
+``vllm/v1/worker/gpu/spec_decode/dflash/speculator.py``; docs/VLLM_MAP.md maps and compares them.
 """
 
 from __future__ import annotations

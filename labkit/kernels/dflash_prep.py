@@ -10,6 +10,9 @@ This kernel builds both for the live part and fills the rest of the persistent b
 Before PR #47066 the pad for `sample_idx_mapping` was 0, meant as "a harmless valid index": but to
 a slot-indexed store, 0 is request slot 0, so every padded sample row overwrote slot 0's q. After
 the fix the pad is -1, which the masked sampling kernel skips.
+
+Upstream this is the sample-mapping part of ``_prepare_dflash_inputs_kernel`` in
+``vllm/v1/worker/gpu/spec_decode/dflash/speculator.py``; docs/VLLM_MAP.md compares the two.
 """
 
 from __future__ import annotations

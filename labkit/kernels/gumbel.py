@@ -31,6 +31,9 @@ Compiled for a GPU, the same kernel runs with bigger blocks and ``FAST_MATH`` (s
 one without libdevice's special cases. That moves it from about 60% to about 88% of a same-bytes
 copy's bandwidth on an H200 (labkit/gpu/kernel.py, record in labkit/data/gpu/) with the same tokens;
 the interpreter keeps the plain form, bit for bit as before.
+
+Upstream this is ``gumbel_block_argmax`` / ``_gumbel_sample_kernel`` in
+``vllm/v1/worker/gpu/sample/gumbel.py``; docs/VLLM_MAP.md says how the two differ (noise, q, blocks).
 """
 
 from __future__ import annotations
