@@ -26,19 +26,9 @@ from labkit.viz import ownership_plots as op
 from labkit.viz import q_plots as qp
 from labkit.viz.bench_plots import bench_figure
 from labkit.viz.moving_parts import moving_parts
-from labkit.viz.style import BAD_COLOR, OK_COLOR, caption_of
+from labkit.viz.style import BAD_COLOR, OK_COLOR, caption_of, drawn_texts
 
 IN_ORDER = backends.backend() != "triton"  # programs store in grid order: the padded row's store lands last
-
-
-@pytest.fixture(scope="module")
-def buggy():
-    return timeline_run(fix=FixSwitches.before())
-
-
-@pytest.fixture(scope="module")
-def fixed():
-    return timeline_run(fix=FixSwitches.after())
 
 
 def _text_at(ax, x, y) -> str:
@@ -65,7 +55,7 @@ def test_heat_map_holds_the_stale_slot_before_and_minus_one_after(buggy, fixed):
         ax = fig.axes[0]
         np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), grid.kinds)
         assert _text_at(ax, pad_row, 1) == str(value)
-        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]  # under the axes, kept clear of the x label
         assert mp.KIND_LABELS[kind] in legend
         assert ax.get_xlabel() and ax.get_ylabel()
         assert f"labkit's {backends.backend()} backend" in caption_of(fig)
@@ -169,13 +159,8 @@ def test_timeline_q_pair_marks_the_drafted_token_and_p():
     np.testing.assert_allclose(fixed.q_used, fixed.q_drawn, rtol=1e-5, atol=1e-7)
 
 
-def test_bench_figure_bars_are_the_counts():
-    from labkit.repro import BenchConfig, BenchResult, ModeResult
-
-    modes = {"eager": ModeResult("eager", "eager", 10, 10, 0, 0.5, 0.3, 1, 0.9),
-             "graph-buggy": ModeResult("graph-buggy", "eager", 10, 6, 4, 0.6, 0.5, 1, 0.9),
-             "graph-fill-only": ModeResult("graph-fill-only", "eager", error="refused")}
-    fig = bench_figure(BenchResult(BenchConfig(prompts=10), modes, {}, [], 1.0))
+def test_bench_figure_bars_are_the_counts(small_bench):
+    fig = bench_figure(small_bench)
     ax = fig.axes[0]
     bars = [p for p in ax.patches if p.get_width() > 0]
     assert [round(p.get_width()) for p in bars] == [10, 6, 4, 10]  # right; right + corrupted; refused: hatched
@@ -197,7 +182,7 @@ def _inside(box, point, slack=0.03) -> bool:
 
 
 def test_moving_parts_names_every_part_of_the_fix_and_draws_the_padded_store():
-    fig = moving_parts()
+    fig = moving_parts(show_fix=True)
     ax = fig.axes[0]
     texts = " ".join(t.get_text() for t in ax.texts)
     for needle in ("FIX 1", "FIX 2", "FIX 3", "idx_mapping[row]", "draft_logits[slot", "inside the CUDA graph"):
@@ -215,6 +200,34 @@ def test_moving_parts_names_every_part_of_the_fix_and_draws_the_padded_store():
         start, end = arrow._posA_posB
         assert _inside(kernel, start) and _inside(q, end)
     assert "padded row 7" in texts
+
+
+# What would give an exercise's answer away in the figure notebook 00 shows before the exercises.
+SPOILERS = ("-1", "mask", ">= 0", "< 0", "skip", "fill", "FIX", "int64", "pad with")
+
+
+def _texts(fig) -> str:
+    return "\n".join(t.get_text() for t in drawn_texts(fig))
+
+
+def test_the_learners_moving_parts_marks_the_bug_without_its_fix():
+    fig = moving_parts()
+    texts = _texts(fig).casefold()
+    leaks = [token for token in SPOILERS if token.casefold() in texts]
+    assert leaks == [], f"moving_parts() gives the fix away: {leaks}"
+    # The same scan finds what the fixed variant adds: it reads the legend and every box.
+    assert [token for token in SPOILERS if token.casefold() in _texts(moving_parts(show_fix=True)).casefold()]
+    red = " ".join(t.get_text() for t in drawn_texts(fig) if to_hex(t.get_color()) == to_hex(BAD_COLOR))
+    for place in ("stale", "padded row 7", "slot 0"):  # idx_mapping's padded entries, the store, DFlash's pad
+        assert place in red
+
+
+def test_the_fixed_moving_parts_adds_the_three_parts_of_the_fix():
+    texts = _texts(moving_parts(show_fix=True))
+    for part in ("FIX 1: idx_mapping[num_reqs:] = -1", "FIX 2: skip slot < 0\n(masked loads + store)",
+                 "FIX 3: pad with -1, not 0"):
+        assert part.replace("\n", " ") in texts.replace("\n", " ")
+    assert "FIX" not in _texts(moving_parts())
 
 
 def test_distribution_bars_and_token_labels():
@@ -243,7 +256,7 @@ def test_write_all_writes_the_explaining_and_the_record_figures(tmp_path):
               "e2e": {"median_tokens_per_s": {"eager": 10.0}, "runs": []}}
     paths = figures.write_all(tmp_path, bench=bench, explorer_prompts=2, record=record)
     names = [p.name for p in paths]
-    assert names == ["moving_parts.png", "mapping_heatmap.png", "ownership_map.png", "q_used_vs_drawn.png",
-                     "bench_before_after.png", "timing_tokens_per_s.png"]
+    assert names == ["moving_parts.png", "moving_parts_fixed.png", "mapping_heatmap.png", "ownership_map.png",
+                     "q_used_vs_drawn.png", "bench_before_after.png", "timing_tokens_per_s.png"]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,17 +5,12 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from labkit.proofs.distribution import run_proof
 from labkit.viz.proof_plots import plot_distributions, plot_tv_vs_n
 from labkit.viz.style import BAD_COLOR, caption_of
 
 
-@pytest.fixture(scope="module")
-def proof(models):
-    return run_proof(models, n=1024, ns=(64, 256, 1024))
-
-
-def test_tv_plot_draws_both_paths_and_the_exact_curves(proof):
+def test_tv_plot_draws_both_paths_and_the_exact_curves(small_proof):
+    proof = small_proof
     fig = plot_tv_vs_n(proof)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
@@ -30,7 +25,8 @@ def test_tv_plot_draws_both_paths_and_the_exact_curves(proof):
     assert caption_of(fig) == f"sampled with labkit's torch backend on {proof.fixed.device}; N = 1024 requests per path"
 
 
-def test_distribution_bars_show_p_and_both_empirical_distributions(proof, models):
+def test_distribution_bars_show_p_and_both_empirical_distributions(small_proof, models):
+    proof = small_proof
     fig = plot_distributions(proof, models.tokenizer, top=5)
     ax = fig.axes[0]
     assert len(ax.patches) == 3 * 5

@@ -14,13 +14,6 @@ from labkit.viz import cpu_timing, figures, gpu_records, race_plots, timing_plot
 from labkit.viz.style import BAD_COLOR, caption_of
 
 
-@pytest.fixture(scope="module")
-def record():
-    rec = gpu_records.load_record()
-    assert rec is not None, "the kit ships a GPU record in labkit/data/gpu/"
-    return rec
-
-
 def _colors(ax) -> set[str]:
     found = {to_hex(p.get_facecolor()) for p in ax.patches}
     found |= {to_hex(line.get_color()) for line in ax.lines}
@@ -80,24 +73,6 @@ def test_the_sweep_explains_its_target_line(record):
     assert len(target) == 1 and to_hex(target[0].get_color()) != to_hex(BAD_COLOR)
     assert "70% of copy bandwidth" in target[0].get_label()
     assert target[0].get_label() in [t.get_text() for t in ax.get_legend().get_texts()]
-
-
-def _race_entry(vocab, block_v, launches, rng):
-    blocks = -(-vocab // block_v)
-    owner = rng.integers(0, 2, size=(launches, blocks))
-    shares = owner.mean(axis=1)
-    return {"vocab": vocab, "block_v": block_v, "launches": launches, "rows": [6, 7],
-            "padded_share_per_launch": shares.tolist(), "padded_wins_per_block": owner.sum(axis=0).tolist(),
-            "example_owner": owner[0].tolist(),
-            "whole_launch_wins": {"padded": int((shares == 1).sum()), "live": int((shares == 0).sum())}}
-
-
-@pytest.fixture(scope="module")
-def race_record():
-    rng = np.random.default_rng(0)
-    return {"provenance": {"device": "test GPU", "date": "2026-01-02"},
-            "race_blocks": {"vocab_151936": _race_entry(151936, 4096, 50, rng),
-                            "vocab_30": _race_entry(30, 4096, 40, rng)}}
 
 
 def test_race_blocks_draws_the_recorded_winners(race_record):

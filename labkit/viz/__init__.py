@@ -5,7 +5,8 @@
     ownership_plots   who stored last to each draft_logits[slot, step] of one launch
     q_plots           q used vs q drawn, with the drafted token and the target's p
     bench_plots       the bench's outcome per mode
-    moving_parts      the map of buffers, row vs slot indexing, the graph boundary
+    moving_parts      the map of buffers, row vs slot indexing, the graph boundary, where the bug is
+                      (show_fix=True: and the fix)
     gpu_records       reading recorded GPU runs (labkit/data/gpu/) and the tables computed from them
     timing_plots      timing figures from a GPU record
     race_plots        the race on a GPU, vocab block by vocab block, from a GPU record

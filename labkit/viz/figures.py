@@ -2,7 +2,9 @@
 
 Computed on the spot from the shipped models and fixed seeds:
 
-    moving_parts.png          the buffers, who indexes them by row or by slot, the graph boundary
+    moving_parts.png          the buffers, who indexes them by row or by slot, the graph boundary,
+                              where the bug is (the learner's map: nothing of the fix)
+    moving_parts_fixed.png    the same with the three parts of the PR's fix
     mapping_heatmap.png       idx_mapping over an engine run, before and after the fix
     ownership_map.png         docs/MECHANICS.md's timeline: padded row 7 overwrites slot 7's q
     q_used_vs_drawn.png       the q verification used vs the q the draft token was drawn from, with p
@@ -79,7 +81,8 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [save_png(moving_parts(), out / "moving_parts.png")]
+    paths = [save_png(moving_parts(), out / "moving_parts.png"),
+             save_png(moving_parts(show_fix=True), out / "moving_parts_fixed.png")]
 
     before = engine_run("autoregressive", False, False, -1, explorer_prompts)
     after = engine_run("autoregressive", True, True, -1, explorer_prompts)

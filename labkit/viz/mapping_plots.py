@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from labkit.checks import LabkitInputError
-from labkit.viz.style import add_caption, run_caption
+from labkit.viz.style import add_caption, legible, run_caption
 
 LIVE, PAD_COLLIDES, PAD_STALE, PAD_EMPTY, NOT_LAUNCHED = range(5)
 KIND_LABELS = {
@@ -101,9 +101,33 @@ def kind_legend_handles(kinds=None) -> list[Patch]:
     return [Patch(facecolor=KIND_COLORS[k], edgecolor="#555555", label=KIND_LABELS[k]) for k in shown]
 
 
-def _annotate_values(ax, grid: MappingGrid) -> None:
+def _cell_points(ax, grid: MappingGrid) -> tuple[float, float]:
+    """(width, height) of one cell in points.
+
+    Measured on the axes' place in its figure before any layout engine moves it: close enough to
+    keep a grid with more steps or rows than its figure has room for from piling digits on each other.
+    """
     n_steps, width = grid.kinds.shape
-    size = 8 if width <= 16 else 6
+    box = ax.get_position()
+    fig_w, fig_h = ax.get_figure(root=True).get_size_inches()
+    return 72 * box.width * fig_w / width, 72 * box.height * fig_h / n_steps
+
+
+def _digits_fit(size: float, chars: int, room: float) -> bool:
+    """Whether `chars` digits at `size` pt fit in `room` points with a little air."""
+    return room >= 0.7 * size * chars
+
+
+def _value_size(ax, grid: MappingGrid) -> float | None:
+    """The font size of the slots written in the cells, or None where they would not fit in one."""
+    size = legible(8 if grid.kinds.shape[1] <= 16 else 6, ax.figure)
+    cell_w, cell_h = _cell_points(ax, grid)
+    chars = max(len(str(int(v))) for v in grid.values.flat)
+    return size if cell_h >= 1.1 * size and _digits_fit(size, chars, cell_w) else None
+
+
+def _annotate_values(ax, grid: MappingGrid, size: float) -> None:
+    n_steps, width = grid.kinds.shape
     for i in range(n_steps):
         for r in range(width):
             kind = grid.kinds[i, r]
@@ -113,11 +137,15 @@ def _annotate_values(ax, grid: MappingGrid) -> None:
 
 def _label_axes(ax, grid: MappingGrid) -> None:
     n_steps, width = grid.kinds.shape
-    ax.set_xticks(range(width))
-    ax.set_xticklabels([str(r) for r in range(width)], fontsize=7)
+    size = legible(7, ax.figure)
+    cell_w, cell_h = _cell_points(ax, grid)
+    # Label every row of the buffer where the labels fit side by side, else every second, fourth, ...
+    every = next(k for k in (1, 2, 4, 8, 16, 32, width) if _digits_fit(size, len(str(width - 1)) + 1, k * cell_w))
+    ax.set_xticks(range(0, width, every))
+    ax.set_xticklabels([str(r) for r in range(0, width, every)], fontsize=size)
     step_ticks = range(n_steps) if n_steps <= 20 else range(0, n_steps, max(1, n_steps // 12))
     ax.set_yticks(list(step_ticks))
-    ax.set_yticklabels([str(grid.steps[i]) for i in step_ticks], fontsize=7)
+    ax.set_yticklabels([str(grid.steps[i]) for i in step_ticks], fontsize=size)
     ax.set_xlabel("sample row (request row x k + draft step); cell: slot it holds" if grid.samples_per_req > 1
                   else "batch row of the mapping buffer; cell: the slot it holds")
     ax.set_ylabel("engine step (one launch each)")
@@ -133,8 +161,9 @@ def draw_mapping(ax, grid: MappingGrid, *, highlight: int | None = None, title: 
     n_steps, width = grid.kinds.shape
     ax.imshow(grid.kinds, cmap=ListedColormap([KIND_COLORS[k] for k in range(5)]), vmin=-0.5, vmax=4.5,
               aspect="auto", interpolation="nearest")
-    if annotate and n_steps * width <= 1200:
-        _annotate_values(ax, grid)
+    size = _value_size(ax, grid) if annotate and n_steps * width <= 1200 else None
+    if size is not None:
+        _annotate_values(ax, grid, size)
     _label_axes(ax, grid)
     if highlight is not None and 0 <= highlight < n_steps:
         ax.add_patch(Rectangle((-0.5, highlight - 0.5), width, 1, fill=False, edgecolor="black", linewidth=2))
@@ -142,8 +171,21 @@ def draw_mapping(ax, grid: MappingGrid, *, highlight: int | None = None, title: 
         ax.set_title(title, fontsize=10)
     if legend:
         below = -0.12 if n_steps < 6 else -0.06
-        ax.legend(handles=kind_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, below), ncol=2, fontsize=7,
-                  frameon=False)
+        # Only the kinds this grid holds: a legend entry for a -1 the run never wrote would spoil
+        # the exercise for a learner who sees the buggy run first (notebook 02).
+        ax.legend(handles=kind_legend_handles(grid.kinds), loc="upper center", bbox_to_anchor=(0.5, below), ncol=2,
+                  fontsize=legible(7, ax.figure), frameon=False)
+
+
+def _kinds_legend(fig: Figure, kinds, ncol: int):
+    """The legend of `kinds` under the axes (the layout keeps it clear of the x labels), in `ncol`
+    columns, or fewer where the figure is too narrow for them."""
+    for n in range(ncol, 0, -1):
+        legend = fig.legend(handles=kind_legend_handles(kinds), loc="outside lower center", ncol=n,
+                            fontsize=legible(7, fig), frameon=False)
+        if n == 1 or legend.get_window_extent().width <= fig.bbox.width:
+            return legend
+        legend.remove()
 
 
 def mapping_heatmap(launches_or_grid, *, title: str = "idx_mapping as the sampling kernel saw it",
@@ -158,8 +200,8 @@ def mapping_heatmap(launches_or_grid, *, title: str = "idx_mapping as the sampli
     n_steps, n_cols = grid.kinds.shape
     height = 2.8 + 0.22 * n_steps if n_steps > 4 else 3.4
     fig = Figure(figsize=(max(6.0, 0.42 * n_cols + 2.0), min(height, 11.2)), layout="constrained")
-    draw_mapping(fig.add_subplot(), grid, highlight=highlight, title=title)
-    return add_caption(fig, source or run_caption())
+    draw_mapping(fig.add_subplot(), grid, highlight=highlight, title=title, legend=False)
+    return add_caption(fig, source or run_caption(), legend=_kinds_legend(fig, grid.kinds, ncol=2))
 
 
 def compare_mappings(panels: list[tuple[str, MappingGrid]], *, source: str | None = None) -> Figure:
@@ -171,5 +213,5 @@ def compare_mappings(panels: list[tuple[str, MappingGrid]], *, source: str | Non
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (title, grid) in zip(axes, panels, strict=True):
         draw_mapping(ax, grid, title=title, legend=False)
-    legend = fig.legend(handles=kind_legend_handles(), loc="outside lower center", ncol=3, fontsize=7, frameon=False)
-    return add_caption(fig, source or run_caption(), legend=legend)
+    kinds = np.concatenate([grid.kinds.ravel() for _, grid in panels])
+    return add_caption(fig, source or run_caption(), legend=_kinds_legend(fig, kinds, ncol=3))

@@ -1,11 +1,17 @@
 """A map of the moving parts on one screen: which buffers exist, who indexes them by row or by slot,
-where the CUDA graph's boundary is, and where the three parts of the fix act.
+where the CUDA graph's boundary is, and where the bug is.
+
+    moving_parts()               -> Figure   the learner's map: marks the bug's three places (red, 1-3)
+    moving_parts(show_fix=True)  -> Figure   the same, with the three parts of the PR's fix (FIX 1-3)
 
 Blue boxes are indexed by batch row, orange ones by request slot. The arrows from the kernel (one
 program per row: blue) into ``draft_logits`` (orange) are the stores of q, by ``slot =
 idx_mapping[row]``: the orange one a live row's store into its own request's slot, the red one
 the bug, padded row 7 whose stale entry names slot 7, which is live again. The load of
 ``temperature[slot]`` crosses the other way, through the same translation.
+
+The default figure is shown before the exercises (notebook 00), so it says where the bug is and
+not how it is fixed; notebook 03 shows the fix after them.
 """
 
 from __future__ import annotations
@@ -13,94 +19,137 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
-from labkit.viz.style import BAD_COLOR, ROW_COLOR, SLOT_COLOR
+from labkit.viz.style import BAD_COLOR, ROW_COLOR, SLOT_COLOR, legible
 
 ROW_FACE, SLOT_FACE, GRAPH_FACE, GRAPH_EDGE = "#deebf7", "#fee6ce", "#f7fcf5", "#31a354"
 _CODE_PREFIXES = ("idx", "temp", "seeds", "draft", "input", "target", "q =")
+WIDTH, HEIGHT = 12.0, 7.0  # inches; the axes' data coordinates are inches too, so the layout reads as sizes
+LINE = 0.165  # inches from one line of box text to the next (9 pt text)
+
+# The three places of the bug, and the three parts of the fix that act there.
+BUG = {
+    1: "padded rows keep the slots of an\nearlier, larger batch (stale)",
+    2: "padded row 7\n(stale slot 7,\nlive again)",
+    3: "padded sample rows hold slot 0,\nwhich a live request may own",
+}
+FIX = {
+    1: "FIX 1: idx_mapping[num_reqs:] = -1",
+    2: "FIX 2: skip slot < 0\n(masked loads + store)",
+    3: "FIX 3: pad with -1, not 0",
+}
 
 
-def _box(ax, x, y, w, h, text, *, face="#ffffff", edge="#444444", size=7, dashed=False, gid=None):
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02", facecolor=face, edgecolor=edge,
+def _line_style(kind: str, code: bool) -> dict:
+    """Text properties of one line of a box: red prose for the bug, bold for the fix, monospace in a box of code."""
+    if kind == "bug":
+        return {"color": BAD_COLOR}
+    return ({"family": "monospace"} if code else {}) | ({"weight": "bold"} if kind == "fix" else {})
+
+
+def _box(ax, x, y, w, h, lines, *, face="#ffffff", edge="#444444", dashed=False, gid=None) -> None:
+    """A rounded box with `lines` ((kind, text) pairs or plain strings) stacked around its middle."""
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.04", facecolor=face, edgecolor=edge,
                                 linestyle="--" if dashed else "-", linewidth=1.2, gid=gid))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size,
-                family="monospace" if text.startswith(_CODE_PREFIXES) else None)
+    rows = [(kind, row) for kind, text in (ln if isinstance(ln, tuple) else ("text", ln) for ln in lines)
+            for row in text.split("\n")]
+    code = bool(rows) and rows[0][1].startswith(_CODE_PREFIXES)  # a box whose first line is code is all code
+    top = y + h / 2 + LINE * (len(rows) - 1) / 2
+    for i, (kind, row) in enumerate(rows):
+        ax.text(x + w / 2, top - i * LINE, row, ha="center", va="center", fontsize=legible(9, ax.figure),
+                **_line_style(kind, code))
 
 
-def _arrow(ax, start, end, color="#444444", text=None, *, width=1.2, gid=None, offset=0.015):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, color=color, linewidth=width,
+def _badge(ax, x, y, number: int) -> None:
+    """A red disc with the number of one of the bug's places (the fix's parts carry the same numbers)."""
+    ax.text(x, y, str(number), ha="center", va="center", fontsize=legible(9, ax.figure), weight="bold",
+            color="white", bbox={"boxstyle": "circle,pad=0.25", "facecolor": BAD_COLOR, "edgecolor": "none"})
+
+
+def _arrow(ax, start, end, color="#444444", text=None, *, width=1.2, gid=None, at=None, ha="center") -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=color, linewidth=width,
                                  gid=gid))
     if text:
-        ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + offset, text, fontsize=7, ha="center",
-                color=color)
+        x, y = at or ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.12)
+        ax.text(x, y, text, fontsize=legible(9, ax.figure), ha=ha, va="center", color=color)
 
 
-def _region(ax, x, w, title, *, face="#fafafa", edge="#999999", dashed=False, color="black"):
-    _box(ax, x, 0.08, w, 0.8, "", face=face, edge=edge, dashed=dashed)
-    ax.text(x + w / 2, 0.83, title, ha="center", va="center", fontsize=9, weight="bold", color=color)
+def _region(ax, x, w, title, *, face="#fafafa", edge="#999999", dashed=False, color="black") -> None:
+    _box(ax, x, 0.7, w, 6.15, [], face=face, edge=edge, dashed=dashed)
+    ax.text(x + w / 2, 6.5, title, ha="center", va="center", fontsize=legible(11, ax.figure), weight="bold",
+            color=color)
 
 
-def _host(ax) -> None:
+def _host(ax, show_fix: bool) -> None:
     """The step's inputs, for exactly num_reqs requests."""
-    _region(ax, 0.01, 0.22, "host, every step\n(exact num_reqs)")
-    _box(ax, 0.025, 0.66, 0.19, 0.1, "scheduler: live requests in\nbatch order -> their slots")
-    _box(ax, 0.025, 0.46, 0.19, 0.14, "idx_mapping[:num_reqs] = slots\nFIX 1: idx_mapping[num_reqs:] = -1",
-         face=ROW_FACE, gid="idx_mapping")
-    _box(ax, 0.025, 0.28, 0.19, 0.12, "DFlash-style: sample_idx_mapping\nFIX 3: pad with -1, not 0", face=ROW_FACE)
-    _box(ax, 0.025, 0.12, 0.19, 0.1, "temperature, seeds\n(copied whole)", face=SLOT_FACE, gid="temperature")
-    _arrow(ax, (0.12, 0.66), (0.12, 0.6))
+    _region(ax, 0.1, 3.2, "host, every step\n(exact num_reqs)")
+    _box(ax, 0.3, 5.35, 2.8, 0.55, ["scheduler: live requests in\nbatch order -> their slots"])
+    _box(ax, 0.3, 3.95, 2.8, 1.05, ["idx_mapping[:num_reqs] = slots", ("bug", BUG[1])]
+         + ([("fix", FIX[1])] if show_fix else []), face=ROW_FACE, edge=BAD_COLOR, gid="idx_mapping")
+    _box(ax, 0.3, 2.55, 2.8, 1.05, ["DFlash-style: sample_idx_mapping", ("bug", BUG[3])]
+         + ([("fix", FIX[3])] if show_fix else []), face=ROW_FACE, edge=BAD_COLOR, gid="sample_idx_mapping")
+    _box(ax, 0.3, 1.0, 2.8, 0.6, ["temperature, seeds\n(copied whole)"], face=SLOT_FACE, gid="temperature")
+    _badge(ax, 0.3, 5.0, 1)
+    _badge(ax, 0.3, 3.6, 3)
+    _arrow(ax, (1.7, 5.31), (1.7, 5.04))
 
 
-def _graph(ax) -> None:
+def _graph(ax, show_fix: bool) -> None:
     """Inside the graph: num_reqs_padded rows, and the two stores into q (a live row's, a padded row's)."""
-    _region(ax, 0.27, 0.42, "inside the CUDA graph: num_reqs_padded rows\n(a batch of 7 replays the graph captured "
+    _region(ax, 3.5, 4.9, "inside the CUDA graph: num_reqs_padded rows\n(a batch of 7 replays the graph captured "
             "for 8)", face=GRAPH_FACE, edge=GRAPH_EDGE, dashed=True, color="#006d2c")
-    _box(ax, 0.29, 0.62, 0.17, 0.12, "draft model forward\nover input_tokens[row]", face=ROW_FACE)
-    _box(ax, 0.5, 0.5, 0.17, 0.24, "Gumbel sampling kernel\none program per row\nslot = idx_mapping[row]\n"
-         "T = temperature[slot]\nq = logits[row] / T\nFIX 2: skip slot < 0\n(masked loads + store)",
-         face=ROW_FACE, gid="kernel")
-    _box(ax, 0.29, 0.12, 0.17, 0.1, "draft_tokens[row, step]", face=ROW_FACE)
-    _box(ax, 0.5, 0.12, 0.17, 0.2, "draft_logits[slot, step, :]\n(this is q)\n\npadded rows holding a\n"
-         "live slot overwrite it", face=SLOT_FACE, edge=BAD_COLOR, gid="draft_logits")
-    _arrow(ax, (0.46, 0.68), (0.5, 0.68), text="logits")
-    _arrow(ax, (0.5, 0.56), (0.41, 0.22), color=ROW_COLOR, text="token", offset=0.0)
+    _box(ax, 3.68, 5.2, 1.8, 0.65, ["draft model forward\nover input_tokens[row]"], face=ROW_FACE)
+    _box(ax, 6.12, 4.15, 2.1, 1.7, ["Gumbel sampling kernel", "one program per row", "slot = idx_mapping[row]",
+                                   "T = temperature[slot]", "q = logits[row] / T"]
+         + ([("fix", FIX[2])] if show_fix else []), face=ROW_FACE, gid="kernel")
+    _box(ax, 3.68, 1.0, 1.8, 0.5, ["draft_tokens[row, step]"], face=ROW_FACE)
+    _box(ax, 6.0, 1.0, 2.2, 1.2, ["draft_logits[slot, step, :]", "(this is q)", ("bug", "padded rows holding a\n"
+                                  "live slot overwrite it")], face=SLOT_FACE, edge=BAD_COLOR, gid="draft_logits")
+    _arrow(ax, (5.52, 5.52), (6.08, 5.52), text="logits", at=(5.8, 5.68))
+    _arrow(ax, (6.25, 4.1), (5.3, 1.55), color=ROW_COLOR, text="token", at=(5.66, 2.95), ha="right")
     # Both stores go through slot = idx_mapping[row]: from row-indexed work into slot-indexed q.
-    _arrow(ax, (0.535, 0.48), (0.535, 0.34), color=SLOT_COLOR, gid="store_q")
-    _arrow(ax, (0.645, 0.48), (0.645, 0.34), color=BAD_COLOR, width=2.0, gid="padded_store")
-    ax.text(0.59, 0.475, "store q at\n[slot, step]", fontsize=6.5, ha="center", va="top", color=SLOT_COLOR)
-    ax.text(0.59, 0.425, "padded row 7\n(stale slot 7,\nlive again)", fontsize=6.5, ha="center", va="top",
-            color=BAD_COLOR)
-    _arrow(ax, (0.215, 0.53), (0.5, 0.585), color=ROW_COLOR)
-    _arrow(ax, (0.215, 0.17), (0.5, 0.53), color=SLOT_COLOR, text="load T by slot", offset=0.03)
+    # They run from the kernel box's edge to q's (the arrow's own margin keeps them off the lines).
+    _arrow(ax, (6.4, 4.15), (6.4, 2.2), color=SLOT_COLOR, gid="store_q")
+    _arrow(ax, (7.85, 4.15), (7.85, 2.2), color=BAD_COLOR, width=2.2, gid="padded_store")
+    ax.text(6.5, 3.8, "store q at\n[slot, step]", fontsize=legible(9, ax.figure), ha="left", va="top",
+            color=SLOT_COLOR)
+    ax.text(7.75, 3.3, BUG[2], fontsize=legible(9, ax.figure), ha="right", va="top", color=BAD_COLOR)
+    _badge(ax, 8.1, 3.15, 2)
+    _arrow(ax, (3.14, 4.5), (6.08, 4.5), color=ROW_COLOR)
+    _arrow(ax, (3.14, 1.3), (6.08, 4.3), color=SLOT_COLOR, text="load T by slot", at=(4.05, 2.95), ha="center")
 
 
 def _verification(ax) -> None:
     """Verification: exactly num_reqs rows again, reading q by slot."""
-    _region(ax, 0.73, 0.26, "outside the graph\n(exact num_reqs rows)")
-    _box(ax, 0.75, 0.6, 0.22, 0.14, "target model scores\nhistory + draft_tokens[row]\np = softmax(target / T)",
+    _region(ax, 8.6, 3.3, "outside the graph\n(exact num_reqs rows)")
+    _box(ax, 8.8, 5.0, 2.9, 0.85, ["target model scores\nhistory + draft_tokens[row]\np = softmax(target / T)"],
          face=ROW_FACE)
-    _box(ax, 0.75, 0.3, 0.22, 0.2, "rejection sampler\naccept x if u < p(x) / q(x)\nq = softmax(draft_logits[slot])\n"
-         "wrong q -> wrong output law")
-    _box(ax, 0.75, 0.12, 0.22, 0.1, "emitted tokens -> next step")
-    _arrow(ax, (0.67, 0.22), (0.75, 0.36), color=SLOT_COLOR)
-    ax.text(0.715, 0.25, "q by\nslot", fontsize=7, ha="left", va="top", color=SLOT_COLOR)
-    _arrow(ax, (0.86, 0.6), (0.86, 0.5))
-    _arrow(ax, (0.86, 0.3), (0.86, 0.22))
+    _box(ax, 8.8, 2.75, 2.9, 1.4, ["rejection sampler", "accept x if u < p(x) / q(x)",
+                                   "q = softmax(draft_logits[slot])", "wrong q -> wrong output law"])
+    _box(ax, 8.8, 1.0, 2.9, 0.5, ["emitted tokens -> next step"])
+    _arrow(ax, (8.24, 1.7), (8.76, 3.0), color=SLOT_COLOR, text="q by slot", at=(8.75, 2.05), ha="left")
+    _arrow(ax, (10.25, 4.96), (10.25, 4.19))
+    _arrow(ax, (10.25, 2.71), (10.25, 1.54))
 
 
-def moving_parts() -> Figure:
-    """One screen: which buffers exist, who indexes them by row or by slot, where the graph is."""
-    fig = Figure(figsize=(12.0, 5.0))
+def moving_parts(show_fix: bool = False) -> Figure:
+    """One screen: which buffers exist, who indexes them by row or by slot, where the graph is, where the bug is.
+
+    The default marks the bug's three places (1: the stale entries of idx_mapping, 2: the padded
+    row's store into a live slot, 3: DFlash's pad value) without saying how they are fixed: it is
+    shown before the exercises. `show_fix` adds the three parts of the PR's fix, FIX 1-3, where they act.
+    """
+    fig = Figure(figsize=(WIDTH, HEIGHT))
     ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(-0.005, 1.005)
-    ax.set_ylim(0.0, 0.92)
+    ax.set_xlim(0, WIDTH)
+    ax.set_ylim(0, HEIGHT)
     ax.axis("off")
-    _host(ax)
-    _graph(ax)
+    _host(ax, show_fix)
+    _graph(ax, show_fix)
     _verification(ax)
     handles = [Patch(facecolor=ROW_FACE, edgecolor="#444444", label="indexed by batch row"),
                Patch(facecolor=SLOT_FACE, edgecolor="#444444", label="indexed by request slot"),
                Patch(facecolor=GRAPH_FACE, edgecolor=GRAPH_EDGE, linestyle="--", label="graph boundary"),
-               Patch(facecolor="white", edgecolor=BAD_COLOR, label="the bug: a padded row's store in a live slot")]
-    ax.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.01))
+               Patch(facecolor="white", edgecolor=BAD_COLOR, label="the bug (1-3): a padded row reaches a live slot")]
+    ax.legend(handles=handles, loc="lower center", ncol=4, fontsize=legible(9, fig), frameon=False,
+              bbox_to_anchor=(0.5, 0.0))
     return fig

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from labkit.checks import LabkitInputError
 from labkit.models import ALPHABET
 from labkit.proofs.stats import total_variation
-from labkit.viz.style import BAD_COLOR, OK_COLOR, P_COLOR, QUIET_COLOR, ROW_COLOR, add_caption, run_caption
+from labkit.viz.style import BAD_COLOR, OK_COLOR, P_COLOR, QUIET_COLOR, ROW_COLOR, add_caption, legible, run_caption
 
 
 def token_labels(alphabet: str = ALPHABET) -> list[str]:
@@ -150,7 +150,8 @@ def _mark_token(ax, pair: QPair, labels: list[str], same: bool, top: float) -> N
             + ("" if same else f"\n(with the q it was drawn from: {drawn:.2f})"))
     right_half = x > len(pair.q_drawn) / 2
     ax.annotate(text, xy=(x, top), xytext=(-10 if right_half else 10, 0), textcoords="offset points",
-                ha="right" if right_half else "left", va="top", fontsize=8, color="black" if same else BAD_COLOR)
+                ha="right" if right_half else "left", va="top", fontsize=legible(8, ax.figure),
+                color="black" if same else BAD_COLOR)
 
 
 def draw_q(ax, pair: QPair, *, labels: list[str] | None = None, title: str | None = None) -> None:
@@ -171,14 +172,15 @@ def draw_q(ax, pair: QPair, *, labels: list[str] | None = None, title: str | Non
     if pair.token is not None:
         _mark_token(ax, pair, labels, same, top)
     ax.set_xticks(x)
-    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_xticklabels(labels, fontsize=legible(7, ax.figure))
     ax.set_xlabel("token of the toy vocabulary (sp: space, nl: line break, pad: padding)")
     ax.set_ylabel("probability")
     ax.set_xlim(-0.7, vocab - 0.3)
     ax.set_ylim(0, top)
-    ax.set_title(title or f"slot {pair.slot}, draft step {pair.step}: {_verdict(pair)}", fontsize=9)
+    ax.set_title(title or f"slot {pair.slot}, draft step {pair.step}: {_verdict(pair)}",
+                 fontsize=legible(9, ax.figure))
     token_right = pair.token is not None and pair.token > vocab / 2
-    ax.legend(fontsize=7, loc="upper left" if token_right else "upper right", frameon=False)
+    ax.legend(fontsize=legible(7, ax.figure), loc="upper left" if token_right else "upper right", frameon=False)
 
 
 def q_used_vs_drawn(launch_or_pair, slot: int | None = None, step: int | None = None, *, title: str | None = None,

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from labkit.checks import LabkitInputError
 from labkit.viz.gpu_records import caption, race_block_entries
 from labkit.viz.ownership_plots import OVERWRITTEN, OWN_OK, OWNER_COLORS
-from labkit.viz.style import QUIET_COLOR, add_caption
+from labkit.viz.style import QUIET_COLOR, add_caption, legible
 
 LIVE_WON, PADDED_WON = OWNER_COLORS[OWN_OK], OWNER_COLORS[OVERWRITTEN]
 
@@ -64,7 +64,7 @@ def _draw_launch_shares(ax, entry: dict) -> None:
     ax.set_xlim(0, 100)
     ax.set_xlabel("q's elements from the padded row (%)")
     ax.set_ylabel("launches")
-    ax.set_title(whole_launch_summary(entry), fontsize=8)
+    ax.set_title(whole_launch_summary(entry), fontsize=legible(8, ax.figure))
 
 
 def plot_race_blocks(record: dict, vocab: int | None = None) -> Figure:
@@ -82,11 +82,12 @@ def plot_race_blocks(record: dict, vocab: int | None = None) -> Figure:
         _draw_block_wins(axes[1], entry, edges)
         _draw_launch_shares(axes[2], entry)
         live_row, padded_row = entry["rows"]
-        axes[0].set_ylabel(f"vocab {entry['vocab']}\nlive row {live_row}, padded row {padded_row}", fontsize=8)
+        axes[0].set_ylabel(f"vocab {entry['vocab']}\nlive row {live_row}, padded row {padded_row}",
+                           fontsize=legible(8, fig))
     legend = fig.legend(handles=[Patch(color=PADDED_WON, label="written last by the padded row (its stale slot is a "
                                                                "live request's: corrupted q)"),
                                  Patch(color=LIVE_WON, label="written last by the request's own live row (right q)")],
-                        loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+                        loc="outside lower center", ncol=2, fontsize=legible(8, fig), frameon=False)
     fig.suptitle("Before the fix, on a GPU: who wrote each vocab block of a live request's q", fontsize=10)
     return add_caption(fig, caption(record) + "\none program per (row, vocab block) and the two rows' programs run "
                        "concurrently; a block counts as the padded row's when most of its elements hold its values",

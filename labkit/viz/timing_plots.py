@@ -19,7 +19,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from labkit.viz.gpu_records import caption, kernel_table, staircase_data
-from labkit.viz.style import BAD_COLOR, CAPTION_COLOR, CAPTION_GID, CAPTION_SIZE
+from labkit.viz.style import BAD_COLOR, CAPTION_COLOR, CAPTION_GID, CAPTION_SIZE, legible
 
 MASKED, UNMASKED, COPY, TORCH, COMPILED = "#3182bd", "#9ecae1", "#636363", "#e6550d", "#fdae6b"
 GRAPH, EAGER, KIT_EAGER, EARLY = "#31a354", "#8c6d31", "#c7b07a", "#756bb1"
@@ -31,7 +31,8 @@ TARGET_SHARE = 70  # percent of copy bandwidth: the kit's goal for its kernel at
 def finish(fig: Figure, record: dict | None, note: str = "") -> Figure:
     """Write the record's provenance (and `note`) under the plot."""
     text = caption(record) + (f"\n{note}" if note else "")
-    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=CAPTION_SIZE, color=CAPTION_COLOR, gid=CAPTION_GID)
+    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=legible(CAPTION_SIZE, fig), color=CAPTION_COLOR,
+             gid=CAPTION_GID)
     return fig
 
 
@@ -71,7 +72,7 @@ def plot_kernel_bandwidth(record: dict, vocabs=(151936, 128256, 32000)) -> Figur
 
 def plot_masked_vs_unmasked(record: dict) -> Figure:
     """Time of the masked kernel over the unmasked one, same live rows: the fix's cost."""
-    fig = new_figure()
+    fig = new_figure(left=0.14)  # room for the two-line y label beside 5-character tick labels
     ax = fig.add_subplot(1, 1, 1)
     table = kernel_table(record)
     for vocab in sorted({r["vocab"] for r in table}):

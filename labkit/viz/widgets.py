@@ -1,4 +1,4 @@
-"""The stale-mapping explorer: a step slider and one toggle per part of the fix.
+"""The stale-mapping explorer: a step slider, a drafter, and (after the exercises) one toggle per part of the fix.
 
 The logic is plain functions of the widget values, testable without a browser or a kernel:
 :func:`explorer_state` says what to draw for a step and a fix setting, from a recorded run of
@@ -22,7 +22,7 @@ from labkit.speculator import DRAFTERS, LaunchRecord
 from labkit.viz.mapping_plots import MappingGrid, draw_mapping, kind_legend_handles, launched_width, mapping_grid
 from labkit.viz.ownership_plots import draw_ownership, ownership
 from labkit.viz.q_plots import QPair, draw_q, q_pair
-from labkit.viz.style import BAD_COLOR, add_caption, run_caption
+from labkit.viz.style import BAD_COLOR, add_caption, legible, run_caption
 
 __all__ = ["ExplorerView", "explorer_state", "explorer_figure", "overwrite_summary", "FIX_SETTINGS", "Explorer"]
 
@@ -81,23 +81,28 @@ def first_collision_step(source: Source, drafter="autoregressive", fill=False, m
 def explorer_figure(view: ExplorerView, *, source: str | None = None) -> Figure:
     """The explorer's picture for one state: mapping over steps, ownership and q for the chosen step.
 
-    Axes are placed by hand (no layout engine), which halves the time a redraw takes.
+    Axes are placed by hand (no layout engine), which halves the time a redraw takes. Its text is
+    sized by :func:`~labkit.viz.style.legible` for 13 inches: the q bars span the whole width so that
+    their 31 token labels fit side by side, and the figure is tall enough for the slots of a 40-step
+    run to be written in the mapping's cells.
     """
-    fig = Figure(figsize=(13.0, 7.0))
+    fig = Figure(figsize=(13.0, 11.0))
     if view.error:
         ax = fig.add_axes((0, 0, 1, 1))
         ax.axis("off")
-        ax.text(0.5, 0.5, "refused:\n" + textwrap.fill(view.error, 110), ha="center", va="center", fontsize=9,
-                color=BAD_COLOR)
+        ax.text(0.5, 0.5, "refused:\n" + textwrap.fill(view.error, 100), ha="center", va="center",
+                fontsize=legible(9, fig), color=BAD_COLOR)
         return add_caption(fig, source or run_caption())
-    draw_mapping(fig.add_axes((0.045, 0.24, 0.29, 0.71)), view.grid, highlight=view.step,
+    draw_mapping(fig.add_axes((0.055, 0.40, 0.28, 0.555)), view.grid, highlight=view.step,
                  title="mapping buffer, all steps", legend=False)
-    fig.legend(handles=kind_legend_handles(), loc="lower center", bbox_to_anchor=(0.19, 0.03), ncol=1,
-               fontsize=7, frameon=False)
+    fig.legend(handles=kind_legend_handles(view.grid.kinds), loc="upper left", bbox_to_anchor=(0.40, 0.515),
+               ncol=1, fontsize=legible(7, fig), frameon=False, title="mapping buffer cells",
+               title_fontsize=legible(7, fig), alignment="left")
     if view.launch.writer is not None:
-        draw_ownership(fig.add_axes((0.39, 0.52, 0.28, 0.42)), fig.add_axes((0.75, 0.52, 0.23, 0.42)), view.launch)
+        draw_ownership(fig.add_axes((0.40, 0.575, 0.26, 0.38)), fig.add_axes((0.755, 0.575, 0.23, 0.38)),
+                       view.launch)
     if view.q is not None:
-        draw_q(fig.add_axes((0.41, 0.11, 0.57, 0.32)), view.q)
+        draw_q(fig.add_axes((0.065, 0.09, 0.92, 0.22)), view.q)
     return add_caption(fig, source or run_caption())
 
 
@@ -116,9 +121,14 @@ class Explorer:
 
     def __init__(self, source: Source | None = None, *, step: int | None = None, fill: bool = False,
                  mask: bool = False, dflash_pad: int = 0, drafter: str = "autoregressive",
-                 caption: str | None = None):
+                 caption: str | None = None, fix_toggles: bool = True):
         """`caption`: where the runs of `source` were computed (default: the backend in use now);
-        pass :func:`~labkit.viz.style.run_caption` taken where the source ran, if that differs."""
+        pass :func:`~labkit.viz.style.run_caption` taken where the source ran, if that differs.
+
+        `fix_toggles=False` leaves out the toggles and the DFlash pad (notebook 02 shows the bug
+        before the learner writes the fix: the toggles' labels would give it away); the runs then
+        stay at `fill`, `mask` and `dflash_pad`.
+        """
         import ipywidgets as w
 
         self.source = source or engine_source()
@@ -126,11 +136,14 @@ class Explorer:
         if step is None:
             step = first_collision_step(self.source, drafter, fill, mask, dflash_pad)
         self.step = w.IntSlider(value=0, min=0, max=max(step, 1), description="step", continuous_update=False)
-        self.fill = w.Checkbox(value=fill, description="fill padded rows with -1", indent=False)
-        self.mask = w.Checkbox(value=mask, description="mask the kernel (slot >= 0)", indent=False)
         self.drafter = w.Dropdown(options=list(DRAFTERS), value=drafter, description="drafter")
-        self.dflash_pad = w.Dropdown(options=[0, -1], value=dflash_pad, description="DFlash pad",
-                                     disabled=drafter != "dflash")
+        if fix_toggles:
+            self.fill = w.Checkbox(value=fill, description="fill padded rows with -1", indent=False)
+            self.mask = w.Checkbox(value=mask, description="mask the kernel (slot >= 0)", indent=False)
+            self.dflash_pad = w.Dropdown(options=[0, -1], value=dflash_pad, description="DFlash pad",
+                                         disabled=drafter != "dflash")
+        else:  # fixed settings, never shown: a plain holder of a value, as the widgets would be
+            self.fill, self.mask, self.dflash_pad = _Fixed(fill), _Fixed(mask), _Fixed(dflash_pad)
         self.image = w.Image(format="png")
         self.caption = w.HTML()
         self.state: ExplorerView | None = None
@@ -138,10 +151,12 @@ class Explorer:
         self._pngs: dict[tuple, bytes] = {}  # (drafter, fill, mask, pad, step) -> rendered view
         self._busy = False
         self.step.value = step
-        for control in (self.step, self.fill, self.mask, self.drafter, self.dflash_pad):
+        controls = [self.step, self.drafter] + ([self.fill, self.mask, self.dflash_pad] if fix_toggles else [])
+        for control in controls:
             control.observe(self._on_change, names="value")
-        self.widget = w.VBox([w.HBox([self.step, self.drafter, self.dflash_pad]),
-                              w.HBox([self.fill, self.mask]), self.caption, self.image])
+        rows = [w.HBox([self.step, self.drafter, self.dflash_pad]), w.HBox([self.fill, self.mask])] if fix_toggles \
+            else [w.HBox([self.step, self.drafter])]
+        self.widget = w.VBox([*rows, self.caption, self.image])
         self.redraw()
 
     def _on_change(self, change) -> None:
@@ -170,6 +185,14 @@ class Explorer:
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+@dataclass
+class _Fixed:
+    """A setting the explorer keeps fixed: it has a value, as a widget does, and nothing to show."""
+
+    value: object
+    disabled: bool = True
 
 
 # Settings worth comparing, as (label, drafter, fill, mask, DFlash pad).
