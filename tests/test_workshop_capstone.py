@@ -13,6 +13,7 @@ from test_workshop_dflash import dflash_right
 from test_workshop_fill import fill_nothing, fill_right, fill_zero
 from test_workshop_kernel import kernel_early_exit
 from test_workshop_kernel_torch import rows_skip_padded
+from workshop_helpers import kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from workshop_helpers import assert_rejected, assert_solved
+from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: chooses the backend)
 from labkit.runs import propose_inputs
@@ -123,3 +123,19 @@ def test_the_pad_of_zero_really_overwrote_slot_zeros_q():
 
 def test_missing_name_is_not_solved_yet():
     assert_rejected(ex.check_dflash({}), "`build_sample_mapping` is not defined yet")
+
+
+@pytest.mark.parametrize("learner", [dflash_pad_zero, dflash_no_pad, dflash_new_tensor, dflash_pad_past_the_slots])
+def test_failure_texts_do_not_say_what_to_pad_with(learner):
+    # The buffer starts out as vLLM's later hardening leaves it, all -1: the verdict must not quote it.
+    result = ex.check_dflash({"build_sample_mapping": learner})
+    assert_rejected(result)
+    assert "-1" not in repr(result)
+
+
+def test_a_solved_pad_shows_the_prs_fix_beside_yours():
+    result = ex.check_dflash(dflash_fill_first)
+    assert_solved(result)
+    shown = repr(result)
+    assert "sample_idx_mapping[live:] = pad_value" in shown and "dflash_pad: int = -1" in shown
+    assert "def dflash_fill_first(" in shown

@@ -8,13 +8,13 @@ import sys
 import textwrap
 
 import pytest
-from workshop_helpers import assert_rejected
+from workshop_helpers import assert_rejected, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import tl, triton
-from labkit.workshop.feedback import CheckResult, never_raises
+from labkit.workshop.feedback import CheckResult, Shown, never_raises
 
 needs_interpreter = pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="the access log needs the interpreter")
 
@@ -41,6 +41,24 @@ def test_a_result_shows_its_warnings_and_is_true_only_when_solved():
     assert not CheckResult("a", False, "Exercise (a) not solved yet: no.")
 
 
+class _Part(Shown):
+    def text(self) -> str:
+        return "part as text"
+
+    def html(self) -> str:
+        return "<p>part</p>"
+
+
+def test_a_result_shows_what_it_carries_below_its_verdict():
+    plain = CheckResult("b", False, "Exercise (b) not solved yet: <row 7>.", notes=["(a note)"])
+    assert plain._repr_html_() is None  # nothing to show below: the notebook shows the text
+    assert repr(plain) == "Exercise (b) not solved yet: <row 7>.\n(a note)"
+    shown = CheckResult("b", False, "Exercise (b) not solved yet: <row 7>.", launch=_Part(), reveal=_Part())
+    assert shown._repr_html_() == ('<div style="white-space:pre-wrap">Exercise (b) not solved yet: &lt;row 7&gt;.'
+                                   "</div><p>part</p><p>part</p>")
+    assert repr(shown) == "Exercise (b) not solved yet: <row 7>.\n\npart as text\n\npart as text"
+
+
 def test_a_fault_inside_a_checker_is_reported_not_raised():
     @never_raises("z")
     def check(_):
@@ -61,8 +79,11 @@ def kernel_wild(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_
 
 @needs_interpreter
 def test_an_access_outside_every_buffer_is_refused_before_it_happens():
-    assert_rejected(ex.check_kernel(kernel_wild), "outside every buffer", "stopped it before it happened",
-                    "padded rows are 7")
+    result = ex.check_kernel(kernel_wild)
+    assert_rejected(result, "outside every buffer", "stopped it before it happened", "padded rows are 7")
+    # The drawing replays the launch row by row: every row but slot 0's reaches a million rows away.
+    assert result.launch.hits == [f"row {r} (slot {s}) reached memory outside every buffer (the checker stopped it)"
+                                  for r, s in enumerate([0, 1, 2, 4, 5, 6, 7, -1]) if s != 0]
 
 
 _WITHOUT_TRITON = textwrap.dedent("""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from workshop_helpers import assert_rejected, assert_solved
+from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: chooses the backend)
 from labkit.runs import propose_inputs
 from labkit.workshop import checkers as ex
+from labkit.workshop.answers import answers_folder
 from labkit.workshop.fill import FILL, fill_speculator
 from labkit.workshop.host_steps import TIMELINE
 
@@ -69,6 +70,7 @@ def test_a_negative_value_other_than_minus_one_is_accepted_with_a_warning():
     result = ex.check_fill(fill_minus_two)
     assert_solved(result)
     assert len(result.warnings) == 1 and "-2" in result.warnings[0] and "-1" in result.warnings[0]
+    assert "mask" not in result.warnings[0] and "skip" not in result.warnings[0]  # (b) comes after (a)
     assert "Warning:" in repr(result)
 
 
@@ -184,3 +186,40 @@ def test_missing_or_odd_names_are_not_solved_yet_and_do_not_raise():
     assert_rejected(ex.check_fill({}), "`copy_idx_mapping` is not defined yet")
     assert_rejected(ex.check_fill(None), "not defined yet")
     assert_rejected(ex.check_fill({"copy_idx_mapping": 3}), "should be a function")
+
+
+def fill_shifted(idx_mapping, slots):  # a live row ends up with a negative slot
+    idx_mapping[: slots.numel()] = slots - 1
+    idx_mapping[slots.numel():] = -1
+
+
+@pytest.mark.parametrize("learner", [fill_nothing, fill_zero, fill_past_the_slots, fill_with_a_free_slot,
+                                     fill_new_tensor, make_fill_only_when_shrinking()])
+def test_failure_texts_do_not_name_the_fill(learner):
+    """Until (a) is solved its verdict shows the symptom only (learners who wrote -1 themselves see theirs)."""
+    result = ex.check_fill({"copy_idx_mapping": learner})
+    assert_rejected(result)
+    assert "-1" not in repr(result) and "fill" not in repr(result).lower()
+    assert result.reveal is None and result._repr_html_() is None
+
+
+def test_a_negative_live_slot_is_explained_without_exercise_bs_answer():
+    result = ex.check_fill(fill_shifted)
+    assert_rejected(result, "Row 0 is a live row", "the kernel took it for a padded row")
+    assert "mask" not in result.message
+
+
+def test_a_solved_fill_shows_the_prs_fix_beside_your_fill_and_keeps_it():
+    kept = answers_folder()  # this test's own folder: workshop_helpers.kept_answers
+    result = ex.check_fill({"copy_idx_mapping": fill_first_then_copy})
+    assert_solved(result)
+    shown = repr(result)
+    assert "Speculator.copy_request_inputs" in shown and "self.idx_mapping[num_reqs:].fill_(-1)" in shown
+    assert "def fill_first_then_copy(" in shown and "idx_mapping.fill_(-1)" in shown
+    page = result._repr_html_()
+    assert "The PR's fix" in page
+    assert page.count("<td") == 2
+    text = (kept / "a.py").read_text()
+    assert text.splitlines()[0] == ("# labkit answer: exercise=a name=copy_idx_mapping variant=torch "
+                                    "verdict=solved")
+    assert "def fill_first_then_copy(" in text

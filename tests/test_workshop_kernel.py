@@ -9,7 +9,13 @@ changing a live row's result, is wrong, with a reason that is true.
 from __future__ import annotations
 
 import pytest
-from workshop_helpers import assert_rejected, assert_solved
+from workshop_helpers import (
+    assert_draws_the_launch,
+    assert_rejected,
+    assert_solved,
+    figure_text,
+    kept_answers,  # noqa: F401 (autouse)
+)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
@@ -430,6 +436,70 @@ def test_the_untouched_kernel_first_names_the_symptom_not_the_fix():
     for fix_word in ("mask", "other=", ">= 0", "tl.where"):
         assert fix_word not in result.message
     assert "mask=" in repr(ex.hint("b", 3)) and "mask=" not in repr(ex.hint("b", 1))
+
+
+# ---------------------------------------------------------------------------------------- your launch, drawn
+
+
+@needs_kernels
+def test_a_failed_check_draws_your_launch_with_its_guard_hits():
+    result = ex.check_kernel({"gumbel_kernel": kernel_unmasked})  # the notebook's name, which gives nothing away
+    launch = result.launch
+    assert launch.stores == {0: [0], 1: [1], 2: [2], 3: [4], 4: [5], 5: [6], 6: [7], 7: [-1]}
+    assert [int(launch.table.writer[s, 0]) for s in range(8)] == [0, 1, 2, -1, 3, 4, 5, 6]
+    assert launch.table.collisions() == []  # no live q overwritten: the trouble is outside the buffers
+    assert launch.hits[-1] == "row 7 (slot -1) stored into draft_logits[-1]"
+    if backends.KERNELS_INTERPRETED:  # every read is seen
+        assert launch.hits[:-1] == ["row 7 (slot -1) read temperature[-1]", "row 7 (slot -1) read seeds[-1]"]
+    else:  # compiled, a read shows through the row's token: which buffer, the effect cannot tell
+        assert all("read temperature[-1] or seeds[-1] (seen by its effect" in h for h in launch.hits[:-1])
+    assert_draws_the_launch(result, "Your gumbel_kernel, launch 1 of 3: idx_mapping [0, 1, 2, 4, 5, 6, 7, -1]",
+                            f"{len(launch.hits)} access", "last writer of draft_logits[slot, step]",
+                            "slot -1 (guard)", "row 6", *launch.hits)
+
+
+@needs_kernels
+def test_the_drawn_launch_shows_what_the_rows_did_not_what_the_mapping_says():
+    # A spill past the vocabulary: every live row also stores one lane into the next slot's q.
+    spill = ex.check_kernel(kernel_store_without_in_vocab).launch
+    assert spill.stores[0] == [0, 1] and spill.stores[6] == [7, 8] and spill.stores[7] == []
+    assert "row 6 (slot 7) stored into draft_logits[8]" in spill.hits
+    assert "slot 8 (guard)" in figure_text(spill.figure)
+    # slot > 0: live row 0 stores nothing, and slot 0's q is missing.
+    missing = ex.check_kernel({"gumbel_kernel": kernel_slot_above_zero})
+    assert missing.launch.stores[0] == [] and missing.launch.hits == []
+    assert_draws_the_launch(missing, "draft_logits[0]: MISSING: nobody stored this live q", "slot 0: no store",
+                            "nothing: no row read or wrote outside the buffers")
+
+
+@needs_kernels
+def test_a_failed_check_shows_its_launch_in_a_notebook_and_as_text():
+    result = ex.check_kernel(kernel_unmasked)
+    page = result._repr_html_()
+    assert page.startswith('<div style="white-space:pre-wrap">Exercise (b) not solved yet: Launch 1')
+    assert '<img src="data:image/png;base64,' in page
+    assert "Who stored into each slot of q" in repr(result) and "row 7 (slot -1) stored into" in repr(result)
+    assert result.reveal is None  # the fix is shown once solved, or when the instructor asks
+
+
+@needs_kernels
+def test_a_kernel_that_raises_has_no_launch_to_draw():
+    result = ex.check_kernel(kernel_typo)
+    assert_rejected(result, "raised NameError")
+    assert result.launch is None and result.figure is None and result._repr_html_() is None
+
+
+@needs_kernels
+def test_a_solved_kernel_shows_the_prs_fix_beside_your_kernel():
+    result = ex.check_kernel(kernel_early_exit)
+    assert_solved(result)
+    assert result.figure is None
+    shown = repr(result)
+    assert "gumbel_sample_kernel" in shown and "is_valid = slot >= 0" in shown  # the kit's masked loads
+    assert "def kernel_early_exit(" in shown and "if slot >= 0:" in shown  # the learner's own kernel
+    assert "int64" not in result.reveal.fix.text  # (d)'s answer waits for (d)
+    page = result._repr_html_()
+    assert page.count("<td") == 2 and "def kernel_early_exit(" in page
 
 
 def test_missing_name_is_not_solved_yet():

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from workshop_helpers import assert_rejected, assert_solved
+from workshop_helpers import (
+    assert_draws_the_launch,
+    assert_rejected,
+    assert_solved,
+    kept_answers,  # noqa: F401 (autouse)
+)
 
 import labkit  # noqa: F401
 from labkit import backends
@@ -166,6 +171,31 @@ def test_the_untouched_function_first_names_the_symptom():
     assert_rejected(result, "padded row", "(slot -1) read temperature[-1] and seeds[-1] and stored into "
                     "draft_logits[-1]")
     assert "continue" not in result.message and "clamp" not in result.message
+
+
+def test_a_failed_check_draws_your_function_row_by_row():
+    """A torch function has no program id: the replay, one row at a time, tells which row read the guards."""
+    result = ex.check_kernel({"gumbel_rows": rows_untouched})
+    assert result.launch.hits == ["row 7 (slot -1) read temperature[-1]", "row 7 (slot -1) read seeds[-1]",
+                                  "row 7 (slot -1) stored into draft_logits[-1]"]
+    assert result.launch.stores[7] == [-1] and result.launch.stores[6] == [7]
+    assert_draws_the_launch(result, "Your gumbel_rows, launch 1 of 3", "slot -1 (guard)",
+                            "last writer of draft_logits[slot, step]", "row 6", *result.launch.hits)
+
+
+def test_the_drawn_launch_names_the_overwritten_q():
+    # -1 taken as Python's last element: padded row 7 stores into live slot 7's q, after row 6.
+    result = ex.check_kernel({"gumbel_rows": rows_python_wraparound})
+    assert result.launch.stores[7] == [7] and result.launch.hits == []
+    assert_draws_the_launch(result, "draft_logits[7]: OVERWRITTEN by padded row 7",
+                            "q of a live request, last written by a padded row")  # the red cell's legend
+
+
+def test_a_solved_function_shows_the_prs_fix_beside_yours():
+    result = ex.check_kernel(rows_vectorised)
+    assert_solved(result)
+    assert "gumbel_sample_torch" in result.reveal.fix.where and "continue" in result.reveal.fix.text
+    assert "def rows_vectorised(" in repr(result)
 
 
 def test_guarded_buffers_index_like_pointers():

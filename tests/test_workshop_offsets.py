@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from workshop_helpers import assert_rejected, assert_solved
+from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
@@ -191,3 +191,17 @@ def test_wrong_torch_offsets_are_rejected_with_a_true_reason(no_triton, learner,
 @needs_kernels
 def test_without_triton_a_triton_helper_is_refused_in_words(no_triton):
     assert_rejected(ex.check_offset(offset_right), "this session cannot run Triton", "plain torch function")
+
+
+@needs_kernels
+def test_a_solved_offset_shows_the_prs_int64_offset_beside_yours():
+    result = ex.check_offset(offset_wide_stride)
+    assert_solved(result)
+    assert "slot.to(tl.int64) * q_stride_slot" in result.reveal.fix.text
+    assert "stride_slot.to(tl.int64)" in result.reveal.your_text()  # the helper's own source, from `.fn`
+
+
+def test_a_failed_offset_shows_no_fix(no_triton):
+    result = ex.check_offset(torch_int32)
+    assert_rejected(result, "wrapped around at 2^31")
+    assert result.reveal is None and "int64" not in result.message

@@ -36,8 +36,9 @@ from labkit import backends
 from labkit.checks import LabkitInputError
 from labkit.proofs.ownership import OwnershipTable
 from labkit.speculator import FixSwitches
+from labkit.workshop.answers import variant_of
 from labkit.workshop.feedback import CheckResult, Text, resolve
-from labkit.workshop.harness import kernel_device, kit_work_on, triton_kernels_run
+from labkit.workshop.harness import kernel_device, kit_work_on
 from labkit.workshop.learner_sampler import LearnerSampler
 from labkit.workshop.learner_specs import LearnerDFlashSpeculator, LearnerSpeculator
 
@@ -104,12 +105,11 @@ def _learner_pieces(namespace, fill, kernel, sample_mapping):
     """The three functions, from keywords or a namespace; or the CheckResult of the first that fails."""
     from labkit.workshop.dflash_pad import check_dflash
     from labkit.workshop.fill import check_fill
-    from labkit.workshop.kernel_mask import KERNEL_NAME, TORCH_NAME, check_kernel
+    from labkit.workshop.kernel_mask import check_kernel, learner_names
 
-    kernel_names = (KERNEL_NAME, TORCH_NAME) if triton_kernels_run() else (TORCH_NAME, KERNEL_NAME)
     pieces = []
     for ex, given, check, names in (("a", fill, check_fill, ("copy_idx_mapping",)),
-                                    ("b", kernel, check_kernel, kernel_names),
+                                    ("b", kernel, check_kernel, learner_names()),
                                     ("c", sample_mapping, check_dflash, ("build_sample_mapping",))):
         fn, _, verdict = resolve(ex, given if given is not None else namespace, *names)
         if verdict is None:
@@ -143,7 +143,7 @@ def run_capstone(namespace: dict | None = None, *, fill=None, kernel=None, sampl
     else:
         pieces = [fill, kernel, sample_mapping]
     fill, kernel, sample_mapping = pieces
-    variant = "triton" if hasattr(kernel, "__getitem__") and hasattr(kernel, "fn") else "torch"
+    variant = variant_of(kernel)
     sampler = LearnerSampler(kernel, variant)
     device = kernel_device() if variant == "triton" else torch.device("cpu")
     with kit_work_on(device):

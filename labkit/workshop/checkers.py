@@ -6,6 +6,8 @@
     (c) check_dflash(build_sample_mapping)      the pad value of DFlash's per-sample mapping
     (d) check_offset(q_offset)                  the int64 offset `slot * stride` (vLLM #46560)
     hint("a"), hint("a", 2), ...                each hint gives more away; the last is the fix
+    reveal("a"), reveal()                       the PR's fix beside your last checked code, solved or not
+    compare("a")                                the same, for notebook 03 (from the answers 07 kept)
     capstone(globals())                         your (a), (b), (c) in the engine: notebook 01's table,
                                                 and .ownership_map() of your own launch
 
@@ -13,8 +15,11 @@ Each checker takes your function, or a namespace such as ``globals()`` where it 
 up, and returns a :class:`~labkit.workshop.feedback.CheckResult`: "solved", or "not solved yet"
 with what went wrong in terms of rows, slots and buffers. Checkers judge behaviour only (outputs,
 q, and what your code touched outside the buffers), never the text of your code, and never
-raise. The capstone (:func:`labkit.workshop.capstone.run_capstone`) then runs your three pieces
-in the engine, once their checkers pass.
+raise. A check of (b) that fails draws the launch it failed on (who stored into each slot of q,
+and what touched the guard memory); a check that passes shows the PR's fix beside your code
+(:mod:`labkit.workshop.reveal`). Every check keeps your code in ``my_answers/<exercise>.py``
+($LABKIT_ANSWERS), for notebook 03. The capstone (:func:`labkit.workshop.capstone.run_capstone`)
+then runs your three pieces in the engine, once their checkers pass.
 
 ``from labkit.workshop.checkers import triton, tl, row_key, uniform`` gives an exercise cell
 what it needs to define a kernel (stand-ins without Triton: :mod:`labkit.workshop.kernel_names`).
@@ -30,9 +35,10 @@ from labkit.workshop.hints import HINTS, hint
 from labkit.workshop.kernel_mask import check_kernel
 from labkit.workshop.kernel_names import NAMES, kernel_names
 from labkit.workshop.offsets import check_offset
+from labkit.workshop.reveal import compare, reveal
 
 __all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_offset", "hint", "HINTS",
-           "capstone", "CapstoneResult", *NAMES]
+           "reveal", "compare", "capstone", "CapstoneResult", *NAMES]
 
 capstone = run_capstone  # the notebook's spelling: `ex.capstone(globals())`
 

@@ -17,6 +17,7 @@ from labkit.speculator import DFlashSpeculator, FixSwitches
 from labkit.workshop import host_steps as hs
 from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.learner_specs import LearnerDFlashSpeculator
+from labkit.workshop.reveal import keeps_answer
 
 NAME = "build_sample_mapping"
 SOLVED = ("Every sample row the padded graph read held a live slot or no slot at all, so the masked kernel "
@@ -42,10 +43,12 @@ DFLASH = hs.HostExercise("c", NAME, "sample_idx_mapping", hs.K, dflash_speculato
 
 
 @never_raises("c")
+@keeps_answer("c", (NAME,))
 def check_dflash(build_sample_mapping) -> CheckResult:
     """(c) `build_sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping)` fills the sample mapping.
 
     Sample row r < num_reqs * k is draft step r % k of live row r // k, so it maps to
     idx_mapping[r // k]; the rest is padding. Takes the function, or a namespace such as ``globals()``.
+    Solved, the result shows the PR's fix beside your code.
     """
     return hs.check_host_exercise(DFLASH, build_sample_mapping, SOLVED)

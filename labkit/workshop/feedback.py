@@ -3,11 +3,16 @@
 Every checker returns a :class:`CheckResult` and never raises. An exception that comes out of
 the learner's own code is caught and told back with the line of their function it came from;
 anything else that goes wrong inside a checker is reported as a possible fault of the kit.
+
+Below the verdict a result may show more: the learner's own launch, drawn
+(:mod:`labkit.workshop.your_launch`), and once solved the PR's fix beside the learner's code
+(:mod:`labkit.workshop.reveal`). In a notebook they show as HTML; as text anywhere else.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 import traceback
 import types
@@ -21,20 +26,60 @@ class CheckResult:
 
     warnings: things that pass every check here but would not be safe everywhere (for example
     a masked load without ``other``, whose masked-off value is undefined on a GPU).
+    notes: about the kit rather than the code (say, that your code could not be saved for notebook 03).
+    launch: your launch, drawn (has ``figure``, ``text()`` and ``html()``); reveal: the PR's fix
+    beside your code (``text()`` and ``html()``). Either may be None.
     """
 
     exercise: str
     solved: bool
     message: str
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    launch: Any = None
+    reveal: Any = None
+
+    @property
+    def figure(self):
+        """The figure of your launch (a matplotlib Figure), or None."""
+        return None if self.launch is None else self.launch.figure
+
+    def verdict(self) -> str:
+        """The verdict, its warnings and notes: the result without what it shows below."""
+        return "\n".join([self.message] + [f"Warning: {w}" for w in self.warnings] + self.notes)
+
+    def _shown(self) -> list:
+        return [part for part in (self.launch, self.reveal) if part is not None]
 
     def __repr__(self) -> str:
-        return "\n".join([self.message] + [f"Warning: {w}" for w in self.warnings])
+        return "\n\n".join([self.verdict()] + [part.text() for part in self._shown()])
 
     __str__ = __repr__
 
+    def _repr_html_(self) -> str | None:
+        if not self._shown():
+            return None  # the plain verdict: a notebook shows the text as it is
+        verdict = f'<div style="white-space:pre-wrap">{html.escape(self.verdict())}</div>'
+        return "".join([verdict] + [part.html() for part in self._shown()])
+
     def __bool__(self) -> bool:
         return self.solved
+
+
+class Shown:
+    """Something a notebook shows as HTML (``html()``) and a terminal as text (``text()``)."""
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def html(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        return self.html()
 
 
 @dataclass
@@ -88,6 +133,11 @@ def resolve(ex: str, obj: Any, *names: str) -> tuple[Callable | None, str, Check
     if not callable(obj):
         return None, name, not_yet(ex, f"`{name}` should be a function, but it is a {type(obj).__name__}.")
     return obj, name, None
+
+
+def is_triton_kernel(fn) -> bool:
+    """Whether `fn` is a @triton.jit function (JITFunction or InterpretedFunction): launched as fn[grid](...)."""
+    return hasattr(fn, "__getitem__") and hasattr(fn, "fn")
 
 
 def python_function(fn: Callable) -> types.FunctionType | None:
@@ -153,8 +203,9 @@ def _compile_error_line(chain: list, py: types.FunctionType, name: str) -> str:
 
 def _advice(root: BaseException, lowered: str) -> str:
     if "mask has unsupported dtype" in lowered:
-        return (" Some Triton interpreters refuse a mask built as `block_mask & scalar_mask` when the scalar "
-                "came from tl.load: broadcast the scalar to the block's shape before combining.")
+        # Worded without the exercise's answer: this advice shows while exercise (b) is unsolved.
+        return (" Some Triton interpreters refuse a condition built as `block_condition & scalar_condition` when "
+                "the scalar came from tl.load: broadcast the scalar to the block's shape before combining.")
     if isinstance(root, NameError):
         return (" A name your code uses is not defined. Kernels may use `tl`, `row_key` and `uniform` (the "
                 "first cell of the notebook imports them) and their own arguments.")

@@ -13,6 +13,7 @@ from labkit.speculator import FixSwitches, Speculator
 from labkit.workshop import host_steps as hs
 from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.learner_specs import LearnerSpeculator
+from labkit.workshop.reveal import keeps_answer
 
 NAME = "copy_idx_mapping"
 SOLVED = (f"Over {len(hs.TIMELINE)} steps of the timeline and a fresh speculator, every row the padded graph "
@@ -40,10 +41,12 @@ FILL = hs.HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_s
 
 
 @never_raises("a")
+@keeps_answer("a", (NAME,))
 def check_fill(copy_idx_mapping) -> CheckResult:
     """(a) `copy_idx_mapping(idx_mapping, slots)` writes this step's row -> slot mapping in place.
 
     idx_mapping: the persistent int32 buffer [max_num_reqs] the padded graph reads; slots: int32
     [num_reqs], the slot of each live row. Takes the function, or a namespace such as ``globals()``.
+    Solved, the result shows the PR's fix beside your code.
     """
     return hs.check_host_exercise(FILL, copy_idx_mapping, SOLVED)

@@ -125,6 +125,11 @@ class LaunchOutcome:
     loads_without_other: list[str] = field(default_factory=list)
     reads_seen: str = "exact"  # or "by effect" (compiled kernels)
 
+    def stored_rows(self) -> list[int]:
+        """The rows of draft_logits the launch changed, its guard rows included (e.g. -1)."""
+        own = [s for s in range(M) if not torch.all(self.q[s] == Q_UNTOUCHED)]
+        return sorted(own + self.q_guard_rows_written)
+
 
 def _buffers(case: KernelCase, guard_temp, guard_seed):
     return (Guarded.around("temperature", case.temperature, guard_temp),

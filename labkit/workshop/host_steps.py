@@ -176,9 +176,11 @@ def _not_in_place(exercise: HostExercise, step: Step, fresh: bool) -> str | None
         return None
     extra = " Your function returned a tensor; the kit ignores return values." if \
         isinstance(step.returned, torch.Tensor) else ""
-    return (f"the buffer did not change at all: {exercise.buffer} is still {fmt(step.after)}.{extra} The graph "
-            "reads the persistent buffer it was captured with, so only changes made to that very tensor "
-            "count: assigning a new tensor to the argument's name changes nothing outside your function.")
+    # The contents are not quoted: (c)'s buffer starts out holding (c)'s answer.
+    return (f"the buffer did not change at all: your `{exercise.name}` left {exercise.buffer} exactly as it "
+            f"was.{extra} The graph reads the persistent buffer it was captured with, so only changes made to "
+            "that very tensor count: assigning a new tensor to the argument's name changes nothing outside "
+            "your function.")
 
 
 def _live_part(exercise: HostExercise, step: Step, fresh: bool) -> str | None:
@@ -191,7 +193,7 @@ def _live_part(exercise: HostExercise, step: Step, fresh: bool) -> str | None:
                    else f"Row {r} is a live row")
             effect = (f"its draft was sampled with slot {got}'s temperature and seed, and its q stored into "
                       f"draft_logits[{got}] instead of draft_logits[{want}]" if got >= 0 else
-                      f"the masked kernel treated it as padding: a plain argmax, and no q stored for slot {want}")
+                      f"the kernel took it for a padded row: a plain argmax, and no q stored for slot {want}")
             return (f"after your `{exercise.name}` {exercise.buffer} is {fmt(step.after)}. {who}, whose request "
                     f"holds slot {want}, but it maps to {got}: {effect}.")
     return None
@@ -264,8 +266,9 @@ def _negative_values_warning(exercise: HostExercise, step: Step) -> list[str]:
     odd = sorted({int(v) for v in _read_part(step, exercise.spr).tolist() if v < -1})
     if not odd:
         return []
-    return [f"padded {exercise.unit}s held {join(odd)}. The masked kernel skips every negative slot, so this "
-            "works here; but vLLM and this kit use -1 as the one 'no request' value, and their checks and "
+    # Worded without exercise (b)'s answer: this warning shows under (a) before (b) is done.
+    return [f"padded {exercise.unit}s held {join(odd)}. The kit's kernel treats every negative slot alike, so "
+            "this works here; but vLLM and this kit use -1 as the one 'no request' value, and their checks and "
             "messages name -1."]
 
 

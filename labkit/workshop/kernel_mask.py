@@ -14,15 +14,29 @@ writes outside the buffers, every live slot's q is its row's logits over its tem
 slot's q changes, and every live row samples the reference token. Padded rows' own results are
 thrown away, so any way of skipping them is right: masked loads with any ``other``, ``tl.where``
 on a safe index, scalar ``if slot >= 0`` guards, or the whole body under one.
+
+A verdict of "not solved yet" shows the launch it failed on, drawn
+(:mod:`labkit.workshop.your_launch`); its words, like the figure's, name what went wrong (rows,
+slots, buffers), never the fix, which only the last hint shows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
 
-from labkit.workshop.feedback import CheckResult, explain_exception, join, never_raises, not_yet, resolve, solved
+from labkit.workshop.feedback import (
+    CheckResult,
+    explain_exception,
+    is_triton_kernel,
+    join,
+    never_raises,
+    not_yet,
+    resolve,
+    solved,
+)
 from labkit.workshop.harness import (
     BLOCK_V,
     CASE_MAPPINGS,
@@ -38,13 +52,16 @@ from labkit.workshop.harness import (
     launch_triton,
     triton_kernels_run,
 )
-from labkit.workshop.memory import WildAccess
+from labkit.workshop.memory import wild_access_in
+from labkit.workshop.reveal import keeps_answer
+from labkit.workshop.your_launch import replay
 
 KERNEL_NAME, TORCH_NAME = "gumbel_kernel", "gumbel_rows"
 
 
-def _is_kernel(fn) -> bool:
-    return hasattr(fn, "__getitem__") and hasattr(fn, "fn")  # JITFunction / InterpretedFunction
+def learner_names() -> tuple[str, str]:
+    """The names a namespace is searched for, the version this session can run first."""
+    return (KERNEL_NAME, TORCH_NAME) if triton_kernels_run() else (TORCH_NAME, KERNEL_NAME)
 
 
 def _kernel_shaped(fn) -> bool:
@@ -57,7 +74,7 @@ def _kernel_shaped(fn) -> bool:
 
 def _variant(fn, name: str) -> str | CheckResult:
     """'triton' or 'torch', or the reason this session cannot check `fn`."""
-    if _is_kernel(fn):
+    if is_triton_kernel(fn):
         if triton_kernels_run():
             return "triton"
         return not_yet("b", f"`{name}` is a Triton kernel, but this session cannot run one: labkit was "
@@ -73,14 +90,15 @@ def _variant(fn, name: str) -> str | CheckResult:
 
 
 @never_raises("b")
+@keeps_answer("b", learner_names)
 def check_kernel(gumbel_kernel) -> CheckResult:
     """(b) The sampling kernel (or its torch version) must skip rows whose slot is -1.
 
     Takes the function, or a namespace such as ``globals()`` where it looks up ``gumbel_kernel``
-    (or ``gumbel_rows``, the torch version, first where Triton cannot run).
+    (or ``gumbel_rows``, the torch version, first where Triton cannot run). Not solved yet, the
+    result shows the launch it failed on (``result.figure``); solved, the PR's fix beside your code.
     """
-    names = (KERNEL_NAME, TORCH_NAME) if triton_kernels_run() else (TORCH_NAME, KERNEL_NAME)
-    fn, name, verdict = resolve("b", gumbel_kernel, *names)
+    fn, name, verdict = resolve("b", gumbel_kernel, *learner_names())
     if verdict is not None:
         return verdict
     variant = _variant(fn, name)
@@ -95,10 +113,11 @@ def check_kernel(gumbel_kernel) -> CheckResult:
         try:
             outcome = launch_triton(fn, case) if variant == "triton" else launch_torch(fn, case)
         except Exception as err:  # explained in words, never raised
-            return not_yet("b", f"{launch} {_launch_failed(err, fn, name, case)}")
+            return _showing_launch(not_yet("b", f"{launch} {_launch_failed(err, fn, name, case)}"),
+                                   fn, variant, case, name)
         problem = judge_launch(case, outcome)
         if problem:
-            return not_yet("b", f"{launch} {problem}")
+            return _showing_launch(not_yet("b", f"{launch} {problem}"), fn, variant, case, name)
         warnings += [_no_other_warning(b) for b in outcome.loads_without_other if _no_other_warning(b) not in warnings]
         reads_seen = outcome.reads_seen
     note = ""
@@ -112,12 +131,16 @@ def check_kernel(gumbel_kernel) -> CheckResult:
                        "stale slot (it is >= 0): that takes the fill of exercise (a).", warnings)
 
 
+def _showing_launch(result: CheckResult, fn, variant: str, case: KernelCase, name: str) -> CheckResult:
+    """The verdict, with the launch it failed on drawn below it where the launch can be replayed."""
+    # Where the learner's code raises (the verdict says so), there is no launch to draw.
+    with contextlib.suppress(Exception):
+        result.launch = replay(fn, variant, case, name)
+    return result
+
+
 def _launch_failed(err: BaseException, fn, name: str, case: KernelCase) -> str:
-    chain, seen = [], err
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    wild = next((e for e in chain if isinstance(e, WildAccess)), None)
+    wild = wild_access_in(err)
     if wild is not None:
         return (f"a row accessed memory outside every buffer of the launch ({wild}); the checker stopped it "
                 f"before it happened. The padded rows are {join(case.padded_rows) or 'none'}.")

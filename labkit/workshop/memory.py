@@ -70,6 +70,17 @@ class WildAccess(RuntimeError):
     """An access outside every buffer of the launch, refused before it touched memory."""
 
 
+def wild_access_in(err: BaseException) -> WildAccess | None:
+    """The WildAccess behind `err` (Triton's interpreter wraps what its hooks raise), or None."""
+    seen: list[BaseException] = []
+    while err is not None and err not in seen:
+        if isinstance(err, WildAccess):
+            return err
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return None
+
+
 @dataclass
 class AccessLog:
     out_of_bounds: list[Access] = field(default_factory=list)

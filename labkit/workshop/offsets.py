@@ -15,8 +15,17 @@ from __future__ import annotations
 
 import torch
 
-from labkit.workshop.feedback import CheckResult, explain_exception, never_raises, not_yet, resolve, solved
+from labkit.workshop.feedback import (
+    CheckResult,
+    explain_exception,
+    is_triton_kernel,
+    never_raises,
+    not_yet,
+    resolve,
+    solved,
+)
 from labkit.workshop.harness import kernel_device, triton_kernels_run
+from labkit.workshop.reveal import keeps_answer
 
 NAME = "q_offset"
 BIG_V, BIG_K = 151936, 4  # vLLM-sized draft_logits: [max_num_reqs, 4, 151936] (Qwen's vocabulary)
@@ -28,15 +37,17 @@ SMALL_STEP = 1
 
 
 @never_raises("d")
+@keeps_answer("d", (NAME,))
 def check_offset(q_offset) -> CheckResult:
     """(d) `q_offset(slot, step, stride_slot, stride_step)`: the element offset of draft_logits[slot, step, 0].
 
     Takes the function, or a namespace such as ``globals()`` where it looks up ``q_offset``.
+    Solved, the result shows the PR's fix beside your code.
     """
     fn, name, verdict = resolve("d", q_offset, NAME)
     if verdict is not None:
         return verdict
-    is_kernel = hasattr(fn, "__getitem__") and hasattr(fn, "fn")
+    is_kernel = is_triton_kernel(fn)
     if is_kernel and not triton_kernels_run():
         return not_yet("d", f"`{name}` is a Triton helper, but this session cannot run Triton (no Triton, or "
                             "LABKIT_BACKEND=torch): write it as a plain torch function instead (no @triton.jit; "
