@@ -35,7 +35,7 @@ _NO_FILL = FixSwitches(fill_padding=False, mask_kernel=True)
 MODES: dict[str, Mode] = {m.name: m for m in [
     Mode("eager", "no graphs: kernels see exactly num_reqs rows", use_graphs=False),
     Mode("graph-buggy", "full graphs, before the fix", fix=FixSwitches.before()),
-    Mode("graph-fixed", "full graphs, after the fix (fill -1 + masked kernel)"),
+    Mode("graph-fixed", "full graphs, with the PR's fix (notebook 03 shows it)"),
     Mode("graph-fill-only", "fill -1 but the kernel is unmasked: must refuse, not read out of bounds",
          fix=FixSwitches(fill_padding=True, mask_kernel=False)),
     Mode("graph-mask-only", "masked kernel but stale slots (>= 0) stay: still corrupts", fix=_NO_FILL),

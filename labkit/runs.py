@@ -10,11 +10,12 @@ scenario of docs/MECHANICS.md is written down once, here.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 
+from labkit.backends import using_backend
 from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.modes import Mode, engine_config_for, speculator_for
 from labkit.speculator import FixSwitches, LaunchRecord
@@ -113,6 +114,14 @@ def timeline_run(schedule=MECHANICS_SCHEDULE, fix: FixSwitches = FixSwitches.bef
 
 
 def _fix_words(fix: FixSwitches, drafter: str) -> str:
+    # The two settings a learner meets before the exercises are named without naming the fix's
+    # parts (a label ends up in figure titles and captions, which the student edition must not spoil).
+    # The pad is the DFlash drafter's alone: an autoregressive run is "before" with any pad.
+    pad = {} if drafter == "dflash" else {"dflash_pad": fix.dflash_pad}
+    if fix == replace(FixSwitches.before(), **pad):
+        return "before the fix"
+    if fix == replace(FixSwitches.after(), **pad):
+        return "with the PR's fix"
     parts = [f"fill {'on' if fix.fill_padding else 'off'}", f"mask {'on' if fix.mask_kernel else 'off'}"]
     if drafter == "dflash":
         parts.append(f"DFlash pad {fix.dflash_pad}")
@@ -126,8 +135,15 @@ def switches(fill: bool, mask: bool, dflash_pad: int = -1) -> FixSwitches:
 
 @functools.lru_cache(maxsize=32)
 def engine_run(drafter: str = "autoregressive", fill: bool = False, mask: bool = False, dflash_pad: int = 0,
-               prompts: int = 10, seed: int = 0) -> RecordedRun:
-    """The toy engine over a small bench workload with record=True (cached per argument set)."""
+               prompts: int = 10, seed: int = 0, backend: str | None = None) -> RecordedRun:
+    """The toy engine over a small bench workload with record=True (cached per argument set).
+
+    `backend`: run on this backend (the notebooks use "torch" where the kernel is not the point);
+    None runs on the one in use.
+    """
+    if backend is not None:
+        with using_backend(backend):
+            return engine_run(drafter, fill, mask, dflash_pad, prompts, seed)
     from labkit.engine import Engine
     from labkit.repro import BenchConfig, bench_requests
 
@@ -147,11 +163,15 @@ def engine_run(drafter: str = "autoregressive", fill: bool = False, mask: bool =
 Source = Callable[[str, bool, bool, int], RecordedRun]
 
 
-def engine_source(prompts: int = 10, seed: int = 0) -> Source:
-    def source(drafter, fill, mask, dflash_pad):
+def engine_source(prompts: int = 10, seed: int = 0, backend: str | None = None) -> Source:
+    """Engine runs of one workload, one per fix setting: ``source(drafter, fill, mask, dflash_pad)``,
+    or ``source(drafter, fix=FixSwitches.before())``. `backend` as in :func:`engine_run`."""
+    def source(drafter, fill=False, mask=False, dflash_pad=0, *, fix: FixSwitches | None = None):
+        if fix is not None:
+            fill, mask, dflash_pad = fix.fill_padding, fix.mask_kernel, fix.dflash_pad
         # The pad only matters to the DFlash drafter: one cache entry per distinct run.
         pad = int(dflash_pad) if drafter == "dflash" else -1
-        return engine_run(drafter, bool(fill), bool(mask), pad, prompts, seed)
+        return engine_run(drafter, bool(fill), bool(mask), pad, prompts, seed, backend)
     return source
 
 

@@ -36,10 +36,14 @@ def _toy_notebook():
     checker.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "solved"}, execution_count=3)]
     checker.execution_count = 3
     plain = nbformat.v4.new_code_cell("x = 1")
-    plain.outputs = [nbformat.v4.new_output("stream", name="stdout", text="kept\n")]
+    plain.outputs = [nbformat.v4.new_output("stream", name="stdout", text="the instructor's run\n")]
+    plain.execution_count = 1
+    kept = nbformat.v4.new_code_cell("figure()", metadata={"tags": ["keep-output"]})
+    kept.outputs = [nbformat.v4.new_output("stream", name="stdout", text="kept\n")]
     nb.cells = [
         nbformat.v4.new_markdown_cell("# title"),
         plain,
+        kept,
         nbformat.v4.new_code_cell("def f(): return 42", metadata={"tags": ["solution"]}),
         nbformat.v4.new_markdown_cell("The answer is 42.", metadata={"tags": ["solution"]}),
         checker,
@@ -47,17 +51,28 @@ def _toy_notebook():
     return nb
 
 
-def test_student_notebook_replaces_solutions_and_clears_checkers_only():
-    out = student_notebook(_toy_notebook())
+def test_student_notebook_replaces_solutions_and_clears_every_output_but_the_kept_ones():
+    nb = _toy_notebook()
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    out = student_notebook(nb)
     nbformat.validate(out)
     kinds = [(c.cell_type, _tags(c)) for c in out.cells]
-    assert kinds == [("markdown", []), ("code", []), ("code", ["your-turn"]), ("markdown", ["your-turn"]),
-                     ("code", ["checker"])]
-    assert out.cells[2].source == CODE_PLACEHOLDER
-    assert "42" not in out.cells[2].source + out.cells[3].source
-    assert out.cells[1].outputs and out.cells[1].outputs[0]["text"] == "kept\n"
-    assert out.cells[4].outputs == [] and out.cells[4].execution_count is None
+    assert kinds == [("markdown", []), ("code", []), ("code", ["keep-output"]), ("code", ["your-turn"]),
+                     ("markdown", ["your-turn"]), ("code", ["checker"])]
+    assert out.cells[3].source == CODE_PLACEHOLDER
+    assert "42" not in out.cells[3].source + out.cells[4].source
+    assert out.cells[1].outputs == [] and out.cells[1].execution_count is None  # "predict, then run"
+    assert out.cells[2].outputs and out.cells[2].outputs[0]["text"] == "kept\n"
+    assert out.cells[5].outputs == [] and out.cells[5].execution_count is None
+    assert "widgets" not in out.metadata
     assert out.metadata["labkit_edition"] == "student"
+
+
+def test_a_checker_cannot_keep_its_output():
+    nb = _toy_notebook()
+    nb.cells[-1].metadata["tags"].append("keep-output")
+    with pytest.raises(LabkitInputError, match="a checker's stored verdict is the instructor's"):
+        student_notebook(nb)
 
 
 def test_placeholder_code_defines_nothing_and_raises_nothing():

@@ -6,12 +6,16 @@ are marked with tags (JupyterLab: the property inspector, "Cell Tags"), in any n
     solution   removed from the student edition; a short "your turn" cell takes its place
                (a code cell that defines nothing and raises nothing, or a markdown cell),
                tagged ``your-turn``
-    checker    kept, with its outputs cleared (the instructor's "solved" would give it away);
-               checkers never raise, so an unsolved exercise reads "not solved yet"
+    checker    kept; checkers never raise, so an unsolved exercise reads "not solved yet"
+    keep-output  a code cell whose stored outputs the student edition keeps (a symptom figure, say);
+               only for outputs that give no part of the fix away, never on a checker
 
-Everything else is copied as it is, outputs included. A later cell must not need a name that
-only a solution cell defines, or the student edition would stop there:
-:func:`names_only_solutions_define` finds such cells. Build with::
+The student edition is an assignment: every other code cell loses its outputs (a "predict, then
+run" cell must not show its result, a checker must not show the instructor's "solved"), and the
+notebook loses its saved widget state (the instructor run's widget labels). Markdown is copied as
+it is. A later cell must not need a name that only a solution cell defines, or the student
+edition would stop there: :func:`names_only_solutions_define` finds such cells. What a learner
+sees before each exercise is checked by :mod:`labkit.workshop.secrecy`. Build with::
 
     python -m labkit student-edition [--src notebooks] [--out student]
 """
@@ -27,6 +31,7 @@ from labkit.checks import LabkitInputError
 
 SOLUTION_TAG = "solution"
 CHECKER_TAG = "checker"
+KEEP_OUTPUT_TAG = "keep-output"
 PLACEHOLDER_TAG = "your-turn"
 
 # A solution cell may carry its own placeholder in metadata["labkit"]["placeholder"] (an exercise
@@ -72,11 +77,17 @@ def student_notebook(nb):
                 new.id = f"{cell.id}-your-turn"[:64]
             cells.append(new)
             continue
-        if CHECKER_TAG in tags and cell.cell_type == "code":
-            cell.outputs = []
+        if cell.cell_type == "code":
+            if KEEP_OUTPUT_TAG in tags and CHECKER_TAG in tags:
+                raise LabkitInputError(f"cell {cell.get('id', '?')} is tagged both {KEEP_OUTPUT_TAG!r} and "
+                                       f"{CHECKER_TAG!r}: a checker's stored verdict is the instructor's, not "
+                                       "the learner's; remove one of the tags")
+            if KEEP_OUTPUT_TAG not in tags:
+                cell.outputs = []
             cell.execution_count = None
         cells.append(cell)
     out.cells = cells
+    out.metadata.pop("widgets", None)  # the instructor run's widget models: labels, values, images
     out.metadata["labkit_edition"] = "student"
     return out
 

@@ -1,0 +1,257 @@
+"""Does the student edition keep its secret? What a learner sees before each exercise, and the answers in it.
+
+A learner follows the student path (:data:`STUDENT_PATH`): the bug in 00-02, the exercises of 07,
+then the PR's fix in 03 and the rest. Before each exercise, nothing they can see may show its
+answer, nor the answer of an exercise still ahead: not a cell's source, not an output (text, HTML,
+an error), not the text drawn in a figure, not a widget's label. :func:`find_leaks` scans a set of
+notebooks (the student edition, built, and optionally executed) for the answers' patterns
+(:data:`ANSWERS`) along that path.
+
+Figures are pictures, so their text is captured while they are drawn: run
+:func:`capture_figure_text` first in the kernel that executes the notebooks, and every figure drawn
+by a cell leaves one ``labkit-figure-text:`` line (JSON: its texts, their sizes, its width) in that
+cell's output, which :func:`seen_in_cell` reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+# The order a learner opens the notebooks in. The instructor edition is read in file order
+# (00-08: the fix in 03 before the exercises of 07); the student edition moves the exercises up,
+# so that each comes before the notebook that shows its answer.
+STUDENT_PATH = (
+    "00_setup_and_tour.ipynb",
+    "01_reproduce_the_gibberish.ipynb",
+    "02_see_the_stale_idx_mapping.ipynb",
+    "07_exercises.ipynb",
+    "03_the_fix.ipynb",
+    "04_timing.ipynb",
+    "05_sibling_bugs.ipynb",
+    "06_audit_and_distribution.ipynb",
+    "08_appendix_kernel_engineering.ipynb",
+)
+
+# Each exercise starts at its task cell (by cell id) in notebook 07, in this order.
+EXERCISE_NOTEBOOK = "07_exercises.ipynb"
+EXERCISE_CELLS = {"a": "a-task", "b": "b-task", "c": "c-task", "d": "d-task"}
+
+# What gives each exercise's answer away. Broad on purpose: a false alarm costs a rephrased
+# sentence, a miss costs a room its exercise.
+ANSWERS: dict[str, tuple[str, ...]] = {
+    # (a) the host writes -1 into the padded rows of idx_mapping
+    "a": (r"(?<![\w.\-])-1(?![\w.])", r"\bfill(s|ed|ing)?\b", r"\bsentinel", r"\bno[ -]request\b.{0,20}\bvalue"),
+    # (b) the kernel masks its loads and its store on slot >= 0
+    "b": (r"\bmask", r"\bslot\s*[<>]=?\s*0", r">=\s*0\b", r"\bis_valid\b", r"\bother\s*=",
+          r"\bskip\w*\s+(the\s+)?(padded|padding|rows?|slots?)\b"),
+    # (c) DFlash pads its per-sample mapping with -1, not 0
+    "c": (r"\bpad(s|ded|ding)?\s+(it\s+|value\s+|them\s+)?(with|of|=|:|to|is|becomes)\s*-1", r"-1,?\s+not\s+0\b",
+          r"\bpad_value\s*=\s*-1", r"sample_idx_mapping[^\n]{0,80}-1\s*\]", r"\b(DFlash|sample rows?)\b[^.\n]{0,60}-1"),
+    # (d) the offset is computed in 64 bits: widen slot before the multiply
+    "d": (r"\.to\(\s*(tl|torch)\.int64\s*\)", r"\btl\.int64\b", r"\bwiden", r"\b(cast|promot)\w*\b[^.\n]{0,40}"
+          r"(int64|64[- ]bit)", r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64"),
+}
+
+# An exercise's own task and skeleton may name its tools (a masked load, a cast) but not the answer
+# itself: these narrower patterns are checked there.
+ANSWERS_IN_TASK: dict[str, tuple[str, ...]] = {
+    "a": (r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])"),
+    "b": (r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot", r"\bskip\w*\s+(the\s+)?(padded|rows?)\b"),
+    "c": ANSWERS["c"],
+    "d": (r"\bint64\b", r"\bwiden", r"64[- ]bit"),
+}
+
+FIGURE_TEXT_MARKER = "labkit-figure-text: "
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+_WIDGET_TEXT_KEYS = ("description", "_options_labels", "placeholder", "tooltip", "_titles", "children_titles")
+_WIDGET_VALUE_MODELS = ("HTMLModel", "HTMLMathModel", "LabelModel", "TextModel", "TextareaModel")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One piece of text a learner sees: where it is, and what it says."""
+
+    notebook: str
+    cell: int
+    cell_id: str
+    where: str  # "source", "output text/plain", "figure text", "widget label", "error", ...
+    text: str
+
+    def place(self) -> str:
+        return f"{self.notebook} cell {self.cell} ({self.cell_id}), {self.where}"
+
+
+@dataclass(frozen=True)
+class Leak:
+    exercise: str
+    found: str  # the matched text
+    seen: Seen
+    in_task: bool = False  # in the exercise's own task or skeleton, not before it
+
+    def __str__(self) -> str:
+        when = "in the exercise's own task" if self.in_task else "before the learner meets that exercise"
+        return f"{self.seen.place()}: shows {self.found!r}, part of exercise ({self.exercise})'s answer, {when}"
+
+
+def seen_in_cell(cell, notebook: str, index: int, widget_state: Mapping | None = None) -> list[Seen]:
+    """Everything a learner sees of one cell: its source, and each of its outputs as text."""
+    def seen(where: str, text: str) -> Seen:
+        return Seen(notebook, index, str(cell.get("id", "?")), where, text)
+
+    found = [seen("source", _joined(cell.get("source", "")))]
+    for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        kind = output.get("output_type")
+        if kind == "stream":
+            found += [seen(where, text) for where, text in _stream_pieces(_joined(output.get("text", "")))]
+        elif kind == "error":
+            found.append(seen("error", "\n".join([output.get("ename", ""), output.get("evalue", ""),
+                                                   *output.get("traceback", [])])))
+        for mime, value in output.get("data", {}).items():
+            if mime.startswith("text/"):
+                found.append(seen(f"output {mime}", _joined(value)))
+            elif mime == WIDGET_MIME and widget_state is not None:
+                found += [seen("widget label", text) for text in widget_texts(widget_state, value.get("model_id"))]
+    return found
+
+
+def _joined(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _stream_pieces(text: str) -> Iterator[tuple[str, str]]:
+    """A stream's own lines as output, and each captured figure's texts as figure text."""
+    plain = []
+    for line in text.splitlines():
+        if line.startswith(FIGURE_TEXT_MARKER):
+            yield "figure text", "\n".join(t["text"] for t in json.loads(line[len(FIGURE_TEXT_MARKER):])["texts"])
+        else:
+            plain.append(line)
+    yield "output stream", "\n".join(plain)
+
+
+def widget_texts(widget_state: Mapping, model_id: str | None) -> list[str]:
+    """The labels of a widget and of every widget inside it, from a notebook's saved widget state."""
+    states = widget_state.get("state", widget_state)
+    texts, todo, done = [], [model_id], set()
+    while todo:
+        current = todo.pop()
+        if current in done or current not in states:
+            continue
+        done.add(current)
+        model = states[current]
+        state = model.get("state", {})
+        for key in _WIDGET_TEXT_KEYS:
+            value = state.get(key)
+            texts += [str(v) for v in value] if isinstance(value, (list, tuple)) else [value] if value else []
+        if model.get("model_name") in _WIDGET_VALUE_MODELS and state.get("value"):
+            texts.append(str(state["value"]))
+        for value in state.values():  # children, and other widgets referenced by id
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, str) and ref.startswith("IPY_MODEL_"):
+                    todo.append(ref[len("IPY_MODEL_"):])
+    return [t for t in texts if isinstance(t, str) and t.strip()]
+
+
+def saved_widget_state(nb) -> Mapping | None:
+    return nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE_MIME)
+
+
+def before_each_exercise(notebooks: Mapping[str, object]) -> dict[str, list[Seen]]:
+    """Per exercise: everything on the student path before its task cell (notebooks by file name)."""
+    return {x: seen[:start] for x, (seen, start, _) in _path_with_exercises(notebooks).items()}
+
+
+def each_exercise_itself(notebooks: Mapping[str, object]) -> dict[str, list[Seen]]:
+    """Per exercise: its task cell and what follows up to its first checker (the skeleton the learner edits)."""
+    return {x: seen[start:end] for x, (seen, start, end) in _path_with_exercises(notebooks).items()}
+
+
+def _path_with_exercises(notebooks: Mapping[str, object]) -> dict[str, tuple[list[Seen], int, int]]:
+    missing = [name for name in STUDENT_PATH[:STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1] if name not in notebooks]
+    if missing:
+        raise ValueError(f"the student path needs {', '.join(missing)}, which the given notebooks lack")
+    seen: list[Seen] = []
+    starts: dict[str, int] = {}
+    ends: dict[str, int] = {}
+    for name in STUDENT_PATH:
+        nb = notebooks.get(name)
+        if nb is None:
+            continue
+        state = saved_widget_state(nb)
+        for index, cell in enumerate(nb["cells"]):
+            if name == EXERCISE_NOTEBOOK and cell.get("id") in EXERCISE_CELLS.values():
+                starts[next(x for x, cid in EXERCISE_CELLS.items() if cid == cell.get("id"))] = len(seen)
+            if "checker" in cell.get("metadata", {}).get("tags", []):
+                ends.update({x: len(seen) for x in starts if x not in ends})
+            seen += seen_in_cell(cell, name, index, state)
+        if name == EXERCISE_NOTEBOOK:
+            break
+    absent = [x for x in EXERCISE_CELLS if x not in starts]
+    if absent:
+        raise ValueError(f"{EXERCISE_NOTEBOOK} has no task cell for exercise(s) {', '.join(absent)} "
+                         f"(cell ids {', '.join(EXERCISE_CELLS[x] for x in absent)})")
+    return {x: (seen, starts[x], ends.get(x, len(seen))) for x in EXERCISE_CELLS}
+
+
+def answers_in(text: str, exercise: str, patterns: Mapping[str, tuple[str, ...]] = ANSWERS) -> list[str]:
+    """The pieces of `text` that give away (part of) `exercise`'s answer."""
+    return [m.group(0) for pattern in patterns[exercise] for m in re.finditer(pattern, text, re.IGNORECASE)]
+
+
+def find_leaks(notebooks: Mapping[str, object]) -> list[Leak]:
+    """Every place on the student path that shows an exercise's answer before the learner meets it,
+    or in the exercise's own task and skeleton."""
+    leaks = []
+    for exercise, seen in before_each_exercise(notebooks).items():
+        for piece in seen:
+            leaks += [Leak(exercise, found, piece) for found in answers_in(piece.text, exercise)]
+    for exercise, seen in each_exercise_itself(notebooks).items():
+        for piece in seen:
+            leaks += [Leak(exercise, found, piece, in_task=True)
+                      for found in answers_in(piece.text, exercise, ANSWERS_IN_TASK)]
+    # One leak per place and exercise is enough to read.
+    unique = {(leak.exercise, leak.seen.notebook, leak.seen.cell, leak.seen.where): leak for leak in leaks}
+    return list(unique.values())
+
+
+# --- figures: their text, captured as they are drawn ----------------------------------------------
+
+def figure_texts(fig) -> dict:
+    """A figure's visible texts with their font sizes, and its width: what a projector shows of it."""
+    from matplotlib.text import Text
+
+    texts = [{"text": t.get_text(), "size": float(t.get_fontsize())}
+             for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return {"width_in": float(fig.get_figwidth()), "texts": texts}
+
+
+def capture_figure_text() -> None:
+    """In a running IPython kernel: report the text of every figure a cell draws, in that cell's output.
+
+    Every PNG a figure becomes (the inline backend's display, ``savefig`` into a widget) goes through
+    ``FigureCanvasBase.print_figure``; the figure's text is noted there, and printed once the cell
+    has run, so that it lands in the cell's own output.
+    """
+    from IPython import get_ipython
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError("capture_figure_text() runs inside an IPython kernel")
+    drawn: list[dict] = []
+    original = FigureCanvasBase.print_figure
+
+    def noting(canvas, *args, **kwargs):
+        drawn.append(figure_texts(canvas.figure))
+        return original(canvas, *args, **kwargs)
+
+    def report(result=None):
+        while drawn:
+            print(FIGURE_TEXT_MARKER + json.dumps(drawn.pop(0)), flush=True)
+
+    FigureCanvasBase.print_figure = noting
+    shell.events.register("post_run_cell", report)
