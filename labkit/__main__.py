@@ -1,4 +1,4 @@
-"""Command line: `python -m labkit repro | info | figures | student-edition`."""
+"""Command line: `python -m labkit repro | info | figures | student-edition | agenda`."""
 
 from __future__ import annotations
 
@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     figs.add_argument("--out", default="figures", help="output folder (default: figures)")
     figs.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
 
+    agenda = sub.add_parser("agenda", help="the workshop agendas, from the recorded notebook run times")
+    agenda.add_argument("--record", default=None, help="a notebook_times.json (default: the one the kit ships)")
+    agenda.add_argument("--write", nargs="?", const="docs/INSTRUCTOR_GUIDE.md", default=None,
+                        help="render them into this document between its markers (default: %(const)s)")
     student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
     student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
     student.add_argument("--out", default="student", help="output folder (default: student)")
@@ -152,13 +156,32 @@ def _figures(args) -> int:
 
 def _student_edition(args) -> int:
     from labkit.workshop.editions import build_student_edition
+    from labkit.workshop.secrecy import STUDENT_PATH
 
     for path in build_student_edition(args.src, args.out):
         print(path)
+    order = ", ".join(name.split("_")[0] for name in STUDENT_PATH)
+    print(f"learners open them in this order (the exercises of 07 before the fix in 03): {order}")
     return 0
 
 
-COMMANDS = {"repro": _repro, "info": _info, "figures": _figures, "student-edition": _student_edition}
+def _agenda(args) -> int:
+    from labkit.workshop.agenda import AGENDAS, BLOCKS, load_times, render, slack_min, write_into
+
+    record = load_times(args.record)
+    if args.write:
+        written = write_into(args.write, record)
+        if not written:
+            raise UsageError(f"{args.write} has no <!-- agenda:NAME --> markers (names: {', '.join(BLOCKS)})")
+        print(f"wrote the {', '.join(written)} agenda(s) into {args.write}")
+        return 0
+    for name in AGENDAS:
+        print(f"== {name} ({slack_min(name, record)} min of slack)\n{render(name, record)}\n")
+    return 0
+
+
+COMMANDS = {"repro": _repro, "info": _info, "figures": _figures, "student-edition": _student_edition,
+            "agenda": _agenda}
 
 
 def _optional_requirements() -> dict[str, list[str]]:

@@ -4,6 +4,7 @@
     python scripts/bench_cpu.py --only repro         # one part (repro, notebooks, make-test, fresh-clone)
     python scripts/bench_cpu.py --notebooks 01,03    # some notebooks only
     python scripts/bench_cpu.py --only fresh-clone   # `make test` in a fresh clone of HEAD, set-up included
+    python scripts/bench_cpu.py --only notebooks --record   # and write labkit/data/cpu/notebook_times.json
 
 Targets on a 2-core machine: the default ``python -m labkit repro`` under 10 s, every notebook
 under 60 s under nbval, ``make test`` from a fresh clone under 10 min. Timings are wall times of
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK_RECORD = REPO / "labkit" / "data" / "cpu" / "notebook_times.json"
 TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 600.0}
 PARTS = ("repro", "notebooks", "make-test", "fresh-clone")
 DEFAULT_PARTS = ("repro", "notebooks")
@@ -129,6 +131,27 @@ def time_fresh_clone() -> list[Timing]:
         return time_make_test(clone, "make test (fresh clone)")
 
 
+def write_notebook_record(timings: list[Timing], command: str, path: Path = NOTEBOOK_RECORD) -> Path:
+    """Each notebook's run time under nbval, with where, when and with what it was measured (the
+    instructor guide's agendas and time table are rendered from it: labkit.workshop.agenda)."""
+    import torch
+
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    record = {
+        "provenance": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
+                       "python": platform.python_version(), "torch": torch.__version__, "triton": triton_version,
+                       "command": command},
+        "notebooks": {t.what.removeprefix("nbval "): {"seconds": round(t.seconds, 1)} for t in timings},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
 def report(timings: list[Timing]) -> str:
     lines = [f"{'what':<52} {'seconds':>8}  {'target':>7}  verdict"]
     for t in timings:
@@ -144,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="", help="comma-separated notebook prefixes, e.g. 01,03 (default: all)")
     parser.add_argument("--repro-args", default="", help="extra arguments for the repro run, e.g. '--backend torch'")
     parser.add_argument("--json", default="", help="also write the timings to this JSON file")
+    parser.add_argument("--record", action="store_true",
+                        help=f"write the notebooks' times to {NOTEBOOK_RECORD.relative_to(REPO)} (all notebooks, "
+                             "every one passing), which the instructor guide's agendas are built from")
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
@@ -162,6 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     if "fresh-clone" in parts:
         timings += time_fresh_clone()
     print("\n" + report(timings))
+    if args.record:
+        runs = [t for t in timings if t.what.startswith("nbval ")]
+        if args.notebooks or not runs or not all(t.ok for t in runs):
+            print("not recording: --record needs every notebook run, and every one passing", file=sys.stderr)
+            return 1
+        path = write_notebook_record(runs, "python scripts/bench_cpu.py --only notebooks --record")
+        print(f"wrote {path.relative_to(REPO)}; render the guide's agendas: python -m labkit agenda --write")
     if args.json:
         record = {"machine": machine(), "timings": [asdict(t) for t in timings]}
         Path(args.json).write_text(json.dumps(record, indent=1))
