@@ -19,6 +19,17 @@ TRITON_NEXT_DIR := $(VENV)/triton-$(TRITON_NEXT)
 BROWSER_SKIP := $(if $(filter 1,$(LABKIT_REQUIRE_BROWSER)),,--allow-skip)
 # Extra arguments for `make repro`, `make bench-cpu`, e.g. make repro ARGS="--modes all".
 ARGS ?=
+# Where the set-up takes torch from (scripts/start_lab.py --pip-source decides; README says more):
+# TORCH=cpu, the default, takes the CPU build on Linux from PyTorch's CPU index (PyPI's Linux torch
+# is the CUDA build, several GB), adding that index only where pip cannot already find the pinned
+# CPU build on disk; TORCH=cuda takes PyPI's torch. WHEELHOUSE=DIR installs from DIR alone, with
+# no index at all (a room without a good network: `make wheelhouse` fills DIR beforehand).
+TORCH ?= cpu
+WHEELHOUSE ?=
+PIP_SOURCE := $(BIN)/python scripts/start_lab.py --pip-source --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)"
+# The room stage of `make test` downloads a fresh wheelhouse here and builds binder/'s environment
+# from it, offline; LABKIT_ROOM_PYTHON is the interpreter it makes that environment with.
+ROOM_WHEELHOUSE := build/room-wheelhouse
 # Test processes per pytest stage (pytest-xdist): the CPUs this process may use, at most 4. Most
 # tests and notebooks spend their time in one Python thread (the Triton interpreter, the toy
 # models on one thread), so on 2 cores two workers take the unit stage from about 230 s to 145 s.
@@ -29,8 +40,8 @@ JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaff
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: lab test lint test-unit test-notebooks test-triton-next test-browser test-clock \
-	repro info student figures bench-cpu mutants clean
+.PHONY: lab test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
+	wheelhouse repro info student figures bench-cpu mutants clean
 
 # Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
 # 40 s of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
@@ -40,16 +51,28 @@ $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 	@$(TIMED) set-up sh -c '\
 		$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11) and \"labkit needs Python 3.11 or newer; this is \" + sys.version.split()[0] + \": run make PYTHON=python3.11 ...\")" && \
 		$(PYTHON) -m venv $(VENV) && \
-		$(PIP_INSTALL) --upgrade pip && \
-		$(PIP_INSTALL) --no-compile -c requirements/ci.txt -e ".[lab,test,browser]" && \
+		src=$$($(PIP_SOURCE)) && \
+		echo "   packages from: $${src:-the configured indexes} (TORCH=$(TORCH)$(if $(WHEELHOUSE), WHEELHOUSE=$(WHEELHOUSE)))" && \
+		$(PIP_INSTALL) $$src --upgrade pip && \
+		$(PIP_INSTALL) $$src --no-compile -c requirements/ci.txt -e ".[lab,test,browser]" && \
 		{ $(BIN)/python -m compileall -qq -j 0 $(VENV)/lib >/dev/null || true; }'
 	@touch $@
+
+# The venv alone, for `make wheelhouse` (it needs pip, not the kit's packages).
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# A room without a good network: every wheel `make lab` installs (this platform and Python; on
+# Linux the CPU torch unless TORCH=cuda), into WHEELHOUSE (default wheelhouse/, gitignored). Then,
+# on each machine, with no network: make lab WHEELHOUSE=wheelhouse. Prints what it fetched.
+wheelhouse: | $(BIN)/python
+	@$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)"
 
 lab: $(STAMP)
 	$(BIN)/python scripts/start_lab.py $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line sums them up.
-test: test-clock lint test-unit test-notebooks test-triton-next test-browser
+test: test-clock lint test-unit test-notebooks test-room test-triton-next test-browser
 	@$(TIMED) --summary
 
 test-clock:
@@ -65,6 +88,16 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	@$(TIMED) notebooks $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg notebooks
+
+# A room, offline: a fresh wheelhouse (what `make wheelhouse` runs), then binder/'s environment built
+# from it alone as repo2docker would (a new venv stands in for conda), notebook 00 under nbval and
+# the exercise checkers of 07 in it (tests/test_room_setup.py). One process: it is mostly pip.
+# (No $(MAKE) in the recipe: `make -n` would run that line, and the tests dry-run this target.)
+test-room: $(STAMP)
+	@$(TIMED) room sh -c 'rm -rf $(ROOM_WHEELHOUSE) && \
+		$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
+		LABKIT_ROOM_WHEELHOUSE=$(ROOM_WHEELHOUSE) LABKIT_ROOM_PYTHON=$(PYTHON) \
+		$(BIN)/python -m pytest -q -s -p no:xdist -p no:cacheprovider tests/test_room_setup.py'
 
 # Timed as its own stage (first run only), so that the summary's total is the whole wall time.
 $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
@@ -116,4 +149,4 @@ mutants: $(STAMP)
 	$(BIN)/python scripts/mutation_check.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build/stage-times.txt
+	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse

@@ -4,23 +4,76 @@ It picks a free port and a random token itself, so the address it prints is the 
 answers on. ``--allow-root`` is passed only when running as root (containers, many cloud VMs),
 where JupyterLab otherwise refuses to start; nobody else needs it. Without a screen (no DISPLAY
 on Linux) no browser is opened: open the printed address yourself, through an SSH tunnel from a
-remote machine.
+remote machine. JupyterLab opens without its pop-up asking about official Jupyter news, and
+never checks for updates (see :data:`LAB_OVERRIDES`).
 
     python scripts/start_lab.py [--ip 127.0.0.1] [--port 0] [jupyter lab options ...]
+
+The same script answers three questions of the set-up (the Makefile and ``binder/postBuild``
+ask them; each prints its answer and exits):
+
+    --pip-source [--torch cpu|cuda] [--wheelhouse DIR]   the pip options for installing the pins
+    --make-wheelhouse DIR [--torch cpu|cuda]              download the pinned wheels into DIR
+    --write-lab-overrides                                 JupyterLab's defaults for this Python
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import secrets
 import socket
+import ssl
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST_NOTEBOOK = "notebooks/00_setup_and_tour.ipynb"
 
+# -- JupyterLab without the news prompt ------------------------------------------------------------
+
+# On its first start JupyterLab asks "Would you like to get notified about official Jupyter
+# news?" (the `@jupyterlab/apputils-extension:announcements` plugin asks while the Notification
+# setting `fetchNews` is "none", its default). An overrides.json in the lab's settings folder
+# changes the defaults for everyone using this Python; a learner's own choice in Settings still
+# wins. The schema: jupyterlab/schemas/@jupyterlab/apputils-extension/notification.json.
+NOTIFICATION_PLUGIN = "@jupyterlab/apputils-extension:notification"
+LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False}}
+# And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
+NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+
+
+def lab_settings_dir() -> Path:
+    """Where this Python's JupyterLab reads overrides.json: ``<sys.prefix>/share/jupyter/lab/settings``
+    (``$JUPYTERLAB_DIR/settings`` where that is set, as JupyterLab itself does)."""
+    app_dir = os.environ.get("JUPYTERLAB_DIR") or os.path.join(sys.prefix, "share", "jupyter", "lab")
+    return Path(app_dir).resolve() / "settings"
+
+
+def write_lab_overrides(settings_dir: Path | None = None) -> Path:
+    """Merge :data:`LAB_OVERRIDES` into ``overrides.json`` (other plugins' entries are kept)."""
+    path = Path(settings_dir or lab_settings_dir()) / "overrides.json"
+    try:
+        current = json.loads(path.read_text())
+    except (OSError, ValueError):
+        current = {}
+    if not isinstance(current, dict):
+        current = {}
+    for plugin, values in LAB_OVERRIDES.items():
+        entry = current.get(plugin) if isinstance(current.get(plugin), dict) else {}
+        current[plugin] = {**entry, **values}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2) + "\n")
+    return path
+
+
+# -- JupyterLab's command line ---------------------------------------------------------------------
 
 def free_port(ip: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -43,7 +96,7 @@ def lab_command(ip: str, port: int, token: str, *, as_root: bool, open_browser: 
     """The ``jupyter lab`` command line (python -m jupyter, so no venv needs to be active)."""
     cmd = [sys.executable, "-m", "jupyter", "lab",
            f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}"]
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}", *NO_NEWS_FLAGS]
     if as_root:
         cmd.append("--allow-root")  # JupyterLab refuses root without it ("Running as root is not recommended")
     if not open_browser:
@@ -56,13 +109,196 @@ def lab_url(ip: str, port: int, token: str) -> str:
     return f"http://{host}:{port}/lab/tree/{FIRST_NOTEBOOK}?token={token}"
 
 
+# -- the set-up: where pip takes the pinned packages from ------------------------------------------
+
+# PyPI's torch for Linux is the CUDA build (several GB of NVIDIA libraries); PyTorch's CPU index
+# holds `2.13.0+cpu`, which satisfies the pin `torch==2.13.0` and sorts above PyPI's `2.13.0`.
+# macOS and Windows wheels on PyPI are CPU builds already.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_CHOICES = ("cpu", "cuda")
+PINS = REPO / "requirements" / "ci.txt"
+# What `make wheelhouse` downloads: the kit's dependencies with every extra `make lab` installs,
+# the build backend pip needs to install the kit itself from the clone, and pip.
+WHEELHOUSE_EXTRAS = "lab,test,browser"
+
+
+def build_requires() -> list[str]:
+    """pyproject.toml's [build-system] requires (the kit is installed editable, so pip builds it)."""
+    import tomllib
+
+    return list(tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"])
+
+
+def torch_pin() -> str:
+    for line in PINS.read_text().splitlines():
+        match = re.match(r"\s*torch\s*==\s*([^\s;#]+)", line)
+        if match:
+            return match.group(1)
+    raise SystemExit(f"{PINS} pins no torch")
+
+
+def cpu_torch_without_index(pin: str | None = None) -> str | None:
+    """The version of torch pip would install at the pin with no index at all (from the find-links
+    of pip's configuration: a wheelhouse, a folder of wheels on disk), or None. Asks pip itself
+    (``--dry-run``; it reads the wheel's metadata, it copies nothing)."""
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--no-deps",
+           "--quiet", "--disable-pip-version-check", "--report", "-", f"torch=={pin or torch_pin()}"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        report = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    versions = [item["metadata"]["version"] for item in report.get("install", [])
+                if item.get("metadata", {}).get("name", "").lower() == "torch"]
+    return versions[0] if versions else None
+
+
+def installed_torch() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def index_unreachable(url: str, timeout: float = 10.0) -> str | None:
+    """Why `url` cannot be reached (no name, no route, no answer within `timeout`), or None.
+    An answer of any kind, an HTTP error or a certificate pip may accept included, counts as reached."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, ssl.SSLError):
+            return None
+        return str(err.reason)
+    except (OSError, ValueError) as err:  # a timeout, a reset
+        return str(err) or type(err).__name__
+
+
+def pip_source_args(torch: str = "cpu", wheelhouse: str | None = None, *, platform: str = sys.platform,
+                    for_download: bool = False, available=cpu_torch_without_index, installed=installed_torch,
+                    unreachable=index_unreachable) -> list[str]:
+    """The pip options that choose where the pinned packages come from.
+
+    * ``wheelhouse``: that folder alone, no index (``make lab WHEELHOUSE=DIR``, a room offline);
+    * ``torch="cuda"``, and any platform but Linux: pip's own configuration (PyPI);
+    * ``torch="cpu"`` on Linux: PyTorch's CPU index as an extra index -- unless pip can already
+      take the pinned CPU build without an index (a wheelhouse or a folder of wheels named in
+      pip's configuration) or, for an install (not `for_download`), torch is already installed at
+      the pin. Then no extra index: pip would
+      otherwise ask it about every package, and where it cannot be reached retry each one
+      (about 8 s a package, measured; see README). Where it is needed but cannot be reached, stop
+      and say what to do instead.
+    """
+    if wheelhouse:
+        folder = Path(wheelhouse).expanduser().resolve()
+        if not folder.is_dir() or not any(folder.glob("*.whl")):
+            raise SystemExit(f"WHEELHOUSE={wheelhouse}: no wheels there. Make one with `make wheelhouse` "
+                             "on a machine with a network (same platform and Python), then copy it here.")
+        return ["--no-index", "--find-links", str(folder)]
+    if torch not in TORCH_CHOICES:
+        raise SystemExit(f"TORCH={torch}: choose one of {', '.join(TORCH_CHOICES)}")
+    if torch == "cuda" or not platform.startswith("linux"):
+        return []
+    pin = torch_pin()
+    have = None if for_download else installed()
+    if have is not None and (have == pin or have.startswith(pin + "+")):
+        return []
+    local = available(pin)
+    if local is not None and local.endswith("+cpu"):
+        return []
+    why = unreachable(TORCH_CPU_INDEX)
+    if why is not None:
+        raise SystemExit(
+            f"The CPU build of torch comes from {TORCH_CPU_INDEX}, which cannot be reached from here ({why}).\n"
+            "  pip would retry it for every package. Instead:\n"
+            "    make lab TORCH=cuda             PyPI's torch (on Linux the CUDA build, several GB), or\n"
+            "    make lab WHEELHOUSE=DIR         wheels that `make wheelhouse` downloaded elsewhere.")
+    return ["--extra-index-url", TORCH_CPU_INDEX]
+
+
+# -- the set-up: a wheelhouse for a room without a good network ------------------------------------
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
+    """``pip download`` every pinned package ``make lab`` installs (for this machine's platform and
+    Python) into `dest`, printing what it fetches from the network and a summary; returns the summary."""
+    dest = Path(dest).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    source = pip_source_args(torch, for_download=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
+           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", *build_requires(), "pip"]
+    print(f"== wheelhouse: pip download into {dest} (TORCH={torch}; "
+          f"{' '.join(source) or 'the indexes of pip configuration'})", flush=True)
+    started = time.monotonic()
+    fetched: dict[str, list[str]] = {"network": [], "disk": [], "there": []}
+    saved = 0
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    for line in proc.stdout:
+        line = line.rstrip()
+        tail = (tail + [line])[-40:]
+        if m := re.match(r"\s*Downloading (\S+\.whl) \(([^)]+)\)", line):
+            fetched["network"].append(m.group(1))
+            print(f"   downloading {m.group(1)} ({m.group(2)})", flush=True)
+        elif m := re.match(r"\s*Processing (/\S+\.whl)", line):
+            fetched["disk"].append(Path(m.group(1)).name)
+        elif m := re.match(r"\s*File was already downloaded (\S+)", line):
+            fetched["there"].append(Path(m.group(1)).name)
+        if line.startswith("Saved ") or "File was already downloaded" in line:
+            saved += 1
+            if saved % 25 == 0:
+                print(f"   {saved} wheels so far ({time.monotonic() - started:.0f} s)", flush=True)
+    if proc.wait() != 0:
+        print("\n".join(tail), file=sys.stderr)
+        raise SystemExit(f"pip download failed (exit {proc.returncode}); its last lines are above")
+    wheels = sorted(dest.glob("*.whl"))
+    size = {w.name: w.stat().st_size for w in wheels}
+    summary = {"wheels": len(wheels), "bytes": sum(size.values()), "seconds": round(time.monotonic() - started, 1),
+               **{k: sum(size.get(Path(n).name.replace("%2B", "+"), 0) for n in v) for k, v in fetched.items()}}
+    largest = sorted(size.items(), key=lambda kv: -kv[1])[:3]
+    print(f"== wheelhouse: {summary['wheels']} wheels, {_mb(summary['bytes'])} in {dest}, "
+          f"{summary['seconds']:.0f} s (network {_mb(summary['network'])}, local disk {_mb(summary['disk'])}, "
+          f"already there {_mb(summary['there'])}); largest: "
+          + ", ".join(f"{n.split('-')[0]} {_mb(s)}" for n, s in largest), flush=True)
+    shown = dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest
+    print(f"   install from it with no index: make lab WHEELHOUSE={shown}", flush=True)
+    return summary
+
+
+# -- main ------------------------------------------------------------------------------------------
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ip", default=os.environ.get("LAB_IP") or "127.0.0.1",
                         help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("LAB_PORT") or 0),
                         help="port (default: a free one)")
+    setup = parser.add_argument_group("set-up (each prints its answer and exits)")
+    setup.add_argument("--pip-source", action="store_true", help="print the pip options for installing the pins")
+    setup.add_argument("--make-wheelhouse", metavar="DIR", help="download the pinned wheels into DIR")
+    setup.add_argument("--write-lab-overrides", action="store_true",
+                       help="write JupyterLab's defaults (no news prompt, no update checks) for this Python")
+    setup.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's build)")
+    setup.add_argument("--wheelhouse", default="", help="with --pip-source: install from this folder, no index")
     args, extra = parser.parse_known_args(argv)
+    if args.pip_source:
+        print(" ".join(pip_source_args(args.torch, args.wheelhouse or None)))
+        return 0
+    if args.make_wheelhouse:
+        make_wheelhouse(Path(args.make_wheelhouse), args.torch)
+        return 0
+    if args.write_lab_overrides:
+        print(f"JupyterLab defaults (no news prompt, no update checks): {write_lab_overrides()}")
+        return 0
+
+    write_lab_overrides()
     port = args.port or free_port(args.ip if args.ip != "0.0.0.0" else "")
     token = secrets.token_hex(24)
     cmd = lab_command(args.ip, port, token, as_root=is_root(), open_browser=has_screen(), extra=extra)

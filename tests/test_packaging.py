@@ -156,7 +156,7 @@ def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
 def test_make_test_runs_the_linter_first_and_every_stage():
     (prereqs,) = re.findall(r"^test:([^\n]*)", MAKEFILE, re.M)
     stages = [s for s in prereqs.split() if s != "test-clock"]
-    assert stages == ["lint", "test-unit", "test-notebooks", "test-triton-next", "test-browser"]
+    assert stages == ["lint", "test-unit", "test-notebooks", "test-room", "test-triton-next", "test-browser"]
 
 
 def test_readme_make_targets_exist():

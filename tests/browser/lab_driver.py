@@ -14,6 +14,7 @@ Nothing here downloads anything: the browser is the system's ``chromium`` packag
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -78,19 +79,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# JupyterLab settings for the test server: every cell stays in the DOM (no windowing), no news or
-# update checks (no network, no toasts over the notebook).
+# JupyterLab settings for the test server: every cell stays in the DOM (no windowing).
 LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                          "checkForUpdates": False},
 }
+# The text of JupyterLab's first-start question about news, which `make lab` turns off.
+NEWS_PROMPT = "official Jupyter news"
+
+
+def _start_lab():
+    """scripts/start_lab.py, whose overrides and server flags `make lab` uses: the test server uses
+    the same ones, so the browser test checks what a learner gets (no news prompt, no update checks)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "start_lab.py"
+    spec = importlib.util.spec_from_file_location("start_lab_for_browser_tests", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class LabServer:
     """``jupyter lab`` over a temporary copy of `notebooks`, on 127.0.0.1 with a random token."""
 
-    def __init__(self, notebooks: Path, workdir: Path, *, startup_timeout: float = 120.0):
+    def __init__(self, notebooks: Path, workdir: Path, *, startup_timeout: float = 120.0,
+                 lab_overrides: bool = True):
+        self.lab_overrides = lab_overrides  # False only to show that the news prompt test can fail
         self.source = Path(notebooks)
         self.workdir = Path(workdir)
         self.root = self.workdir / "notebooks"
@@ -108,6 +120,13 @@ class LabServer:
             plugin, file = name.rsplit("/", 1)
             (settings / plugin).mkdir(parents=True, exist_ok=True)
             (settings / plugin / file).write_text(json.dumps(value))
+        # make lab's defaults, in a settings folder of the test's own (make lab writes the same
+        # overrides.json into the venv's): the announcements plugin reads them, the flags too.
+        start_lab = _start_lab()
+        app_settings = self.workdir / "app-settings"
+        app_settings.mkdir(parents=True, exist_ok=True)
+        if self.lab_overrides:
+            start_lab.write_lab_overrides(app_settings)
         env = dict(os.environ)
         env.update(JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"), JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
                    JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
@@ -116,7 +135,7 @@ class LabServer:
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
             f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
-            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            f"--LabApp.app_settings_dir={app_settings}", *start_lab.NO_NEWS_FLAGS,
             "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -215,6 +234,7 @@ class RunReport:
     executed: int
     errors: list[str]  # text of error / stderr output areas
     dialogs: list[str]  # text of dialogs JupyterLab opened (kernel died, ...)
+    news_prompt: bool = False  # JupyterLab's question about official Jupyter news was on the page
 
     def problems(self) -> list[str]:
         found = [f"error or stderr output: {text[:600]}" for text in self.errors]
@@ -291,7 +311,11 @@ class NotebookPage:
         prompts = self.prompts()
         executed = sum(any(ch.isdigit() for ch in p) for p in prompts)
         return RunReport(self.notebook, time.monotonic() - self._run_started, len(prompts), executed,
-                         self.error_outputs(), self._dialogs())
+                         self.error_outputs(), self._dialogs(), self.news_prompt_shown())
+
+    def news_prompt_shown(self) -> bool:
+        """Whether JupyterLab's question about news is on the page (a toast that stays until answered)."""
+        return self.page.get_by_text(NEWS_PROMPT).count() > 0
 
     def error_outputs(self) -> list[str]:
         return [t.strip() for t in self.page.locator(STDERR_OUTPUT).all_inner_texts()]

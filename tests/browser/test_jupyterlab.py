@@ -12,7 +12,11 @@ names another Chromium binary; ``LABKIT_BROWSER_NOTEBOOKS`` another notebook fol
 
 ``LABKIT_BROWSER_SABOTAGE`` shows that the test can fail (it edits only the temporary copy):
 ``raise`` appends a cell that raises to every notebook; ``slider`` appends a cell to the explorer
-notebook that detaches every widget callback, so the slider moves and the figure does not.
+notebook that detaches every widget callback, so the slider moves and the figure does not; ``news``
+starts JupyterLab without `make lab`'s overrides, so its question about Jupyter news comes up.
+
+JupyterLab runs with the settings `make lab` gives it (scripts/start_lab.py): the first notebook
+must open without the question "Would you like to get notified about official Jupyter news?".
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lab_driver import LabServer, launch_browser, missing_requirements, run_notebooks
+from lab_driver import NEWS_PROMPT, LabServer, RunReport, launch_browser, missing_requirements, run_notebooks
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = Path(os.environ.get("LABKIT_BROWSER_NOTEBOOKS", REPO / "notebooks"))
@@ -73,7 +77,7 @@ def lab(tmp_path_factory):
     if not NOTEBOOK_NAMES:
         pytest.skip(f"no notebooks in {NOTEBOOKS}")
     work = tmp_path_factory.mktemp("jupyterlab")
-    with LabServer(NOTEBOOKS, work) as server:
+    with LabServer(NOTEBOOKS, work, lab_overrides=SABOTAGE != "news") as server:
         if SABOTAGE:
             _sabotage(server.root)
         with sync_playwright() as p:
@@ -108,6 +112,17 @@ def test_notebook_runs_in_jupyterlab_without_errors(ran, name):
         raise report
     problems = report.problems()
     assert not problems, f"{name} in JupyterLab ({report.seconds:.0f} s):\n  " + "\n  ".join(problems)
+
+
+def test_jupyterlab_opens_without_the_news_prompt(ran):
+    results, _ = ran
+    first = NOTEBOOK_NAMES[0]  # the notebook `make lab` opens
+    report = results[first]
+    if isinstance(report, Exception):
+        pytest.fail(f"{first} did not open, so the page cannot be looked at: {report}")
+    assert not report.news_prompt, f"JupyterLab asked about '{NEWS_PROMPT}' on opening {first}"
+    asked = [n for n, r in results.items() if isinstance(r, RunReport) and r.news_prompt]
+    assert not asked, f"JupyterLab asked about '{NEWS_PROMPT}' in {asked}"
 
 
 def test_step_slider_changes_the_explorer_figure(ran):
