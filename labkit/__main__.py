@@ -1,4 +1,4 @@
-"""Command line: `python -m labkit repro | info | figures | student-edition | agenda`."""
+"""Command line: `python -m labkit repro | info | figures | student-edition | agenda | docs`."""
 
 from __future__ import annotations
 
@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     figs.add_argument("--out", default="figures", help="output folder (default: figures)")
     figs.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
 
+    docs = sub.add_parser("docs", help="the docs' blocks rendered from records: check them, or --write them",
+                          description="README.md, docs/INSTRUCTOR_GUIDE.md and docs/MECHANICS.md teach measured "
+                                      "numbers between <!-- KIND:NAME --> markers, rendered from the kit's records "
+                                      "(labkit.docblocks). Without --write: list the blocks that differ from "
+                                      "their rendering (exit status 1 if any).")
+    docs.add_argument("--write", action="store_true", help="render every block again, in place")
     agenda = sub.add_parser("agenda", help="the workshop agendas, from the recorded notebook run times")
     agenda.add_argument("--record", default=None, help="a notebook_times.json (default: the one the kit ships)")
     agenda.add_argument("--write", nargs="?", const="docs/INSTRUCTOR_GUIDE.md", default=None,
@@ -180,8 +186,27 @@ def _agenda(args) -> int:
     return 0
 
 
+def _docs(args) -> int:
+    from labkit import docblocks
+
+    stale = []
+    for name in docblocks.DOCUMENTS:
+        path = docblocks.ROOT / name
+        if args.write:
+            written = docblocks.write_into(path)
+            print(f"{name}: rendered {', '.join(written) or 'no blocks'}")
+        else:
+            stale += [f"{name}: {key}" for key in docblocks.stale_blocks(path)]
+    if stale:
+        print("blocks that differ from their records (python -m labkit docs --write):\n  " + "\n  ".join(stale))
+        return 1
+    if not args.write:
+        print("every block of " + ", ".join(docblocks.DOCUMENTS) + " matches its record")
+    return 0
+
+
 COMMANDS = {"repro": _repro, "info": _info, "figures": _figures, "student-edition": _student_edition,
-            "agenda": _agenda}
+            "agenda": _agenda, "docs": _docs}
 
 
 def _optional_requirements() -> dict[str, list[str]]:

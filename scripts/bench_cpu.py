@@ -4,7 +4,13 @@
     python scripts/bench_cpu.py --only repro         # one part (repro, notebooks, make-test, fresh-clone)
     python scripts/bench_cpu.py --notebooks 01,03    # some notebooks only
     python scripts/bench_cpu.py --only fresh-clone   # `make test` in a fresh clone of HEAD, set-up included
-    python scripts/bench_cpu.py --only notebooks --record   # and write labkit/data/cpu/notebook_times.json
+    python scripts/bench_cpu.py --only repro --repeat 3    # the default repro three times
+
+Every run writes what it measured to the records in labkit/data/cpu/ (``--no-record``: print
+only): the notebooks' times to notebook_times.json (only when every notebook ran and passed; the
+instructor guide's agendas are rendered from it), every other command's times, with the repro's
+table, to command_times.json (README.md's repro block is rendered from it: python -m labkit docs
+--write). Each entry keeps where, when and with what it was measured.
 
 Targets on a 2-core machine: the default ``python -m labkit repro`` under 10 s, every notebook
 under 60 s under nbval, ``make test`` from a fresh clone under 10 min. Timings are wall times of
@@ -27,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_RECORD = REPO / "labkit" / "data" / "cpu" / "notebook_times.json"
+COMMAND_RECORD = REPO / "labkit" / "data" / "cpu" / "command_times.json"
 TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 600.0}
 PARTS = ("repro", "notebooks", "make-test", "fresh-clone")
 DEFAULT_PARTS = ("repro", "notebooks")
@@ -39,6 +46,7 @@ class Timing:
     target_s: float | None
     ok: bool  # the command succeeded (not: within the target)
     note: str = ""
+    output: str = ""  # what the command printed that a record keeps (the repro's table)
 
     def verdict(self) -> str:
         if not self.ok:
@@ -84,11 +92,22 @@ def machine() -> str:
             f"LABKIT_BACKEND={backend}")
 
 
+def repro_table(text: str) -> str:
+    """The repro's result table: its header line and one line per mode."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("mode ")), None)
+    if start is None:
+        return ""
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return "\n".join(line.rstrip() for line in lines[start:end])
+
+
 def time_repro(extra: list[str]) -> Timing:
     cmd = [sys.executable, "-m", "labkit", "repro", *extra]
     took, done = _run(cmd)
-    return Timing("python -m labkit repro " + " ".join(extra), took, TARGET_S["repro"], done.returncode == 0,
-                  _repro_note(done.stdout) if done.returncode == 0 else _last_line(done.stderr))
+    return Timing(" ".join(["python -m labkit repro", *extra]), took, TARGET_S["repro"], done.returncode == 0,
+                  _repro_note(done.stdout) if done.returncode == 0 else _last_line(done.stderr),
+                  repro_table(done.stdout))
 
 
 def time_notebooks(prefixes: list[str] | None) -> list[Timing]:
@@ -131,9 +150,8 @@ def time_fresh_clone() -> list[Timing]:
         return time_make_test(clone, "make test (fresh clone)")
 
 
-def write_notebook_record(timings: list[Timing], command: str, path: Path = NOTEBOOK_RECORD) -> Path:
-    """Each notebook's run time under nbval, with where, when and with what it was measured (the
-    instructor guide's agendas and time table are rendered from it: labkit.workshop.agenda)."""
+def provenance(command: str) -> dict:
+    """Where, when and with what a measurement was made."""
     import torch
 
     try:
@@ -141,10 +159,35 @@ def write_notebook_record(timings: list[Timing], command: str, path: Path = NOTE
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
+            "python": platform.python_version(), "torch": torch.__version__, "triton": triton_version,
+            "command": command}
+
+
+def write_command_record(timings: list[Timing], command: str, path: Path = COMMAND_RECORD) -> Path:
+    """Add the measured commands (all but the notebooks) to `path`, one entry per command: its runs'
+    seconds, target and provenance, and for the repro its table. A command measured again replaces
+    its entry; the others stay."""
+    record = json.loads(path.read_text()) if path.exists() else {}
+    commands = record.setdefault("commands", {})
+    prov = provenance(command)
+    for what in dict.fromkeys(t.what for t in timings):
+        runs = [t for t in timings if t.what == what]
+        entry = {"seconds": [round(t.seconds, 2) for t in runs], "target_s": runs[0].target_s,
+                 "ok": all(t.ok for t in runs), "note": runs[0].note, "provenance": prov}
+        if runs[0].output:
+            entry["output"] = runs[-1].output
+        commands[what] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def write_notebook_record(timings: list[Timing], command: str, path: Path = NOTEBOOK_RECORD) -> Path:
+    """Each notebook's run time under nbval, with where, when and with what it was measured (the
+    instructor guide's agendas and time table are rendered from it: labkit.workshop.agenda)."""
     record = {
-        "provenance": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
-                       "python": platform.python_version(), "torch": torch.__version__, "triton": triton_version,
-                       "command": command},
+        "provenance": provenance(command),
         "notebooks": {t.what.removeprefix("nbval "): {"seconds": round(t.seconds, 1)} for t in timings},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,9 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="", help="comma-separated notebook prefixes, e.g. 01,03 (default: all)")
     parser.add_argument("--repro-args", default="", help="extra arguments for the repro run, e.g. '--backend torch'")
     parser.add_argument("--json", default="", help="also write the timings to this JSON file")
-    parser.add_argument("--record", action="store_true",
-                        help=f"write the notebooks' times to {NOTEBOOK_RECORD.relative_to(REPO)} (all notebooks, "
-                             "every one passing), which the instructor guide's agendas are built from")
+    parser.add_argument("--repeat", type=int, default=1, help="run the repro this many times (default 1)")
+    parser.add_argument("--record", action="store_true", default=True,
+                        help="write what was measured to the records in labkit/data/cpu/ (the default): the "
+                             f"notebooks' times to {NOTEBOOK_RECORD.name} (all notebooks, every one passing), "
+                             f"the other commands' to {COMMAND_RECORD.name}")
+    parser.add_argument("--no-record", dest="record", action="store_false", help="print only, write no record")
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
@@ -178,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"== bench-cpu on {machine()}", flush=True)
     timings: list[Timing] = []
-    if "repro" in parts:
+    for _ in range(max(1, args.repeat) if "repro" in parts else 0):
         timings.append(time_repro(args.repro_args.split()))
         print(f"  {timings[-1].what:<48} {timings[-1].seconds:7.1f} s  {timings[-1].verdict()}", flush=True)
     if "notebooks" in parts:
@@ -189,12 +235,19 @@ def main(argv: list[str] | None = None) -> int:
         timings += time_fresh_clone()
     print("\n" + report(timings))
     if args.record:
+        command = " ".join(["python scripts/bench_cpu.py", *(argv if argv is not None else sys.argv[1:])])
         runs = [t for t in timings if t.what.startswith("nbval ")]
-        if args.notebooks or not runs or not all(t.ok for t in runs):
-            print("not recording: --record needs every notebook run, and every one passing", file=sys.stderr)
+        others = [t for t in timings if not t.what.startswith("nbval ")]
+        if others:
+            path = write_command_record(others, command)
+            print(f"wrote {path.relative_to(REPO)}; render the docs' blocks: python -m labkit docs --write")
+        if runs and (args.notebooks or not all(t.ok for t in runs)):
+            print(f"not recording the notebooks: {NOTEBOOK_RECORD.name} needs every notebook run, and every one "
+                  "passing", file=sys.stderr)
             return 1
-        path = write_notebook_record(runs, "python scripts/bench_cpu.py --only notebooks --record")
-        print(f"wrote {path.relative_to(REPO)}; render the guide's agendas: python -m labkit agenda --write")
+        if runs:
+            path = write_notebook_record(runs, command)
+            print(f"wrote {path.relative_to(REPO)}; render the guide's agendas: python -m labkit docs --write")
     if args.json:
         record = {"machine": machine(), "timings": [asdict(t) for t in timings]}
         Path(args.json).write_text(json.dumps(record, indent=1))

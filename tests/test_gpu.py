@@ -629,3 +629,31 @@ def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capt
     _, greedy_eager = run("greedy-eager")
     _, greedy_buggy = run("greedy-graph-buggy")
     assert greedy_buggy.outputs == greedy_eager.outputs
+
+
+# -- records: merging a re-measurement, the stale-slot probe (CPU) ------------------------------------------
+
+def test_a_re_measured_section_keeps_the_one_it_replaces_with_its_provenance():
+    from labkit.gpu.records import merge_sections
+
+    base = {"provenance": {"date": "2026-01-01"}, "section_provenance": {"kernel": {"date": "2026-01-01"}},
+            "kernel": {"sizes": [1]}}
+    new = {"provenance": {"date": "2026-02-02", "device": "GPU", "command": "python -m labkit.gpu"},
+           "kernel": {"sizes": [2]}, "section_seconds": {"kernel": 3.0}}
+    merged = merge_sections(base, new, ["kernel"], "the kernel changed")
+    assert merged["kernel"] == {"sizes": [2]} and merged["section_provenance"]["kernel"]["date"] == "2026-02-02"
+    old = merged["superseded"]["kernel"]
+    assert old == [{"data": {"sizes": [1]}, "provenance": {"date": "2026-01-01"},
+                    "superseded_because": "the kernel changed"}]
+    with pytest.raises(KeyError):
+        merge_sections(base, new, ["graphs"], "no such section")
+
+
+def test_the_stale_slot_probe_sees_the_padded_row_land_in_a_live_q_on_the_cpu():
+    from labkit.gpu.sanitizer_probe import _inputs, stale_overwrites
+
+    tensors, _guards = _inputs(stale=True, device="cpu")
+    seen = stale_overwrites(tensors, launches=3, backend="torch")
+    assert seen["mapping"] == [0, 1, 2, 4, 5, 6, 7, 7] and seen["rows"] == [6, 7] and seen["slot"] == 7
+    # On the CPU the padded row stores last every time: every launch overwrites live slot 7's q.
+    assert seen["padded_values_in_live_q"] == seen["live_q_differs_from_unpadded"] == 3

@@ -78,7 +78,7 @@ def test_the_sweep_explains_its_target_line(record):
 def test_race_blocks_draws_the_recorded_winners(race_record):
     fig = race_plots.plot_race_blocks(race_record)
     big, toy = race_record["race_blocks"]["vocab_151936"], race_record["race_blocks"]["vocab_30"]
-    assert len(fig.axes) == 6  # one row of three panels per vocabulary, the larger first
+    assert len(fig.axes) == 7  # one row of three panels per vocabulary, the larger first; then every run
     strip, wins, shares = fig.axes[:3]
     np.testing.assert_array_equal(np.asarray(strip.collections[0].get_array()).ravel(), big["example_owner"])
     edges = race_plots.block_edges(151936, 4096, 38)
@@ -94,8 +94,13 @@ def test_race_blocks_draws_the_recorded_winners(race_record):
     assert "test GPU" in caption_of(fig)
     for ax in fig.axes:
         assert ax.get_xlabel()
+    runs = fig.axes[6]  # every recorded run (here: run 2 only), with the shares the docs print
+    labels = [t.get_text() for t in runs.texts]
+    for entry in (big, toy):
+        share = sum(entry["padded_share_per_launch"]) / entry["launches"]
+        assert f"{100 * share:.0f}% from the padded row" in labels
     only = race_plots.plot_race_blocks(race_record, vocab=30)
-    assert len(only.axes) == 3
+    assert len(only.axes) == 4
 
 
 def test_race_blocks_refuses_records_without_them(race_record):

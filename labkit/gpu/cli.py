@@ -18,7 +18,15 @@ import time
 import traceback
 from pathlib import Path
 
-from labkit.gpu.records import RECORD_NAME, add_command, command_line, provenance, read_record, write_record
+from labkit.gpu.records import (
+    RECORD_NAME,
+    add_command,
+    command_line,
+    provenance,
+    read_record,
+    section_stamp,
+    write_record,
+)
 from labkit.gpu.sections import SECTIONS, Section
 
 PROG = "python -m labkit.gpu"
@@ -64,10 +72,15 @@ def _say(message: str) -> None:
 
 
 def run_sections(names: list[str], record: dict, path: Path, *, quick: bool = False,
-                 registry: dict[str, Section] = SECTIONS, log=_say) -> dict:
-    """Run each section, store its data (or its error) in `record`, rewrite the file after each."""
+                 registry: dict[str, Section] = SECTIONS, log=_say, invocation: dict | None = None) -> dict:
+    """Run each section, store its data (or its error) in `record`, rewrite the file after each.
+
+    With `invocation` (this run's provenance), each section also gets its own stamp (date, device,
+    versions, command) in ``record["section_provenance"]``."""
     for name in names:
         log(f"[{name}]")
+        if invocation is not None:
+            record.setdefault("section_provenance", {})[name] = section_stamp(invocation)
         t0 = time.perf_counter()
         try:
             record[name] = registry[name].run(quick)
@@ -113,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     path = out / RECORD_NAME
     record = _start_record(path, args.append, command_line(argv))
+    invocation = provenance(command_line(argv)) if args.append else record["provenance"]
     print(_describe(record), flush=True)
-    run_sections(names, record, path, quick=args.quick)
+    run_sections(names, record, path, quick=args.quick, invocation=invocation)
     from labkit.gpu.summary import print_summary
 
     print_summary(record)

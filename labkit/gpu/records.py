@@ -96,6 +96,39 @@ def write_record(path: Path, record: dict) -> None:
     os.replace(tmp, path)
 
 
+STAMP_KEYS = ("device", "driver", "cuda", "torch", "triton", "python", "git_commit", "command")
+
+
+def section_stamp(invocation: dict, date: str | None = None) -> dict:
+    """Where, when and by what one section was measured: kept per section in
+    ``record["section_provenance"]``, because a record gathers sections from several runs (and
+    machines), and each figure's caption names its own section's."""
+    stamp = {k: invocation.get(k) for k in STAMP_KEYS}
+    stamp["date"] = date or utc_now()
+    return stamp
+
+
+def merge_sections(base: dict, new: dict, names, why: str) -> dict:
+    """Take sections `names` of the record `new` into `base`, keeping what they replace.
+
+    Each replaced section moves, with its provenance, to ``base["superseded"][name]`` (a list,
+    oldest first) with `why`; the new one gets its stamp in ``base["section_provenance"]`` (from
+    ``new["section_provenance"]``, else from ``new["provenance"]``)."""
+    stamps = base.setdefault("section_provenance", {})
+    for name in names:
+        if name not in new:
+            raise KeyError(f"the new record has no section {name!r}")
+        if name in base:
+            old = {"data": base[name], "provenance": stamps.get(name), "superseded_because": why}
+            base.setdefault("superseded", {}).setdefault(name, []).append(old)
+        base[name] = new[name]
+        stamps[name] = new.get("section_provenance", {}).get(name) or section_stamp(
+            new["provenance"], new["provenance"].get("date"))
+        if name in new.get("section_seconds", {}):
+            base.setdefault("section_seconds", {})[name] = new["section_seconds"][name]
+    return base
+
+
 def add_command(record: dict, command: str) -> dict:
     """Note one more invocation that added sections to an existing record."""
     prov = record.setdefault("provenance", {})

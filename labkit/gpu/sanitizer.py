@@ -10,8 +10,10 @@ launch on every backend; with them off, on a GPU, memcheck sees the accesses.
     compute-sanitizer --tool memcheck --report-api-errors no --launch-timeout 0 \\
         python -m labkit.gpu.sanitizer_probe CASE
 
-for ``fixed`` (expect 0 errors) and ``fill_only`` (expect invalid ``__global__`` reads), and
-counts what it reports. API errors are left out of the count (CUDA libraries probe for optional
+for ``fixed`` (expect 0 errors), ``fill_only`` (expect invalid ``__global__`` reads) and
+``stale_slot``, the bug itself (expect 0 errors: every access is in bounds, while the probe sees the
+padded row's values land in a live request's q, as the padding-invariance audit does), and counts
+what it reports. API errors are left out of the count (CUDA libraries probe for optional
 entry points and memcheck would count those); memory errors are all counted.
 """
 
@@ -34,7 +36,9 @@ MEMCHECK_OPTIONS = ("--tool", "memcheck", "--report-api-errors", "no", "--launch
 TIMEOUT_S = 300
 EXPECTED = {"fixed": "0 errors: a padded row's masked loads and store touch no memory",
             "fill_only": "invalid __global__ reads (temperature[-1], seeds[-1]); the q[-1] store as well if "
-                         "the kernel gets that far before memcheck stops it"}
+                         "the kernel gets that far before memcheck stops it",
+            "stale_slot": "0 errors, while the padded row's values land in live slot 7's q (probe.audit): every "
+                          "access is in bounds, so memcheck cannot see the bug; the audit's comparison does"}
 _REPO = Path(__file__).resolve().parents[2]
 
 

@@ -104,5 +104,6 @@ SECTIONS: dict[str, Section] = {s.name: s for s in [
     Section("race_blocks", "colliding rows: which row's values land in each vocab block of q", _race_blocks),
     Section("exactness", "the compiled kernel's sampling distribution per fast-math level", _exactness),
     Section("invariance", "the toy models' batch invariance on the GPU, per model and per layer", _invariance),
-    Section("sanitizer", "compute-sanitizer memcheck: the fixed kernel vs the fill without the mask", _sanitizer),
+    Section("sanitizer", "compute-sanitizer memcheck: the fixed kernel, the fill without the mask, the stale slot",
+            _sanitizer),
 ]}

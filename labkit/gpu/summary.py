@@ -48,7 +48,16 @@ def _race_blocks_lines(race: dict) -> list[str]:
 
 def _sanitizer_lines(san: dict) -> list[str]:
     return [f"memcheck, {case}: {san[case]['errors']} errors ({san[case]['invalid_reads']} invalid reads, "
-            f"{san[case]['invalid_writes']} invalid writes)" for case in ("fixed", "fill_only") if case in san]
+            f"{san[case]['invalid_writes']} invalid writes)" + _stale_note(san[case])
+            for case in ("fixed", "fill_only", "stale_slot") if case in san]
+
+
+def _stale_note(result: dict) -> str:
+    audit = (result.get("probe") or {}).get("audit")
+    if not audit:
+        return ""
+    return (f"; live slot {audit['slot']}'s q took the padded row's values in {audit['padded_values_in_live_q']} of "
+            f"{audit['launches']} launches")
 
 
 def summary_lines(record: dict) -> list[str]:

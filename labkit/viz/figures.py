@@ -67,6 +67,22 @@ def write_record_figures(outdir="figures", record: dict | None = None, *, data_d
     return [save_png(RECORD_FIGURES[name][1](record), out / name) for name in available_figures(record)]
 
 
+def q_pair_that_matters(min_change: float = 0.01):
+    """A (slot, draft step) of the timeline, before the fix, where the wrong q changes the chance that
+    the verifier keeps the drafted token (min(1, p/q) often saturates at 1 under both), and a title
+    naming the two distributions its total variation compares. The autoregressive drafter's steps
+    first, then DFlash's (pad 0: padded sample rows overwrite slot 0's q)."""
+    candidates = [("autoregressive", step) for step in (0, 1)] + [("dflash", step) for step in (0, 1)]
+    for drafter, step in candidates:
+        pair = timeline_q_pair(drafter=drafter, step=step)
+        drawn, used = pair.acceptance(pair.q_drawn), pair.acceptance(pair.q_used)
+        if drawn is not None and used is not None and abs(drawn - used) >= min_change:
+            break
+    name = "DFlash-style drafter (pad 0)" if drafter == "dflash" else "autoregressive drafter"
+    return pair, (f"{name} before the fix, slot {pair.slot}, draft step {pair.step}:\ntotal variation distance "
+                  f"between the q the token was drawn from and the q verification used = {pair.total_variation:.2f}")
+
+
 def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int = 50,
                              explorer_prompts: int = 10) -> list[Path]:
     """Write the figures computed on the spot (see the module's docstring); returns the paths.
@@ -96,7 +112,8 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     shrunk = timeline_run(fix=FixSwitches.before()).launches[-1]
     paths.append(save_png(ownership_map(shrunk, title="docs/MECHANICS.md's timeline, step t+1 (slot 3 finished)"),
                           out / "ownership_map.png"))
-    paths.append(save_png(q_used_vs_drawn(timeline_q_pair()), out / "q_used_vs_drawn.png"))
+    pair, title = q_pair_that_matters()
+    paths.append(save_png(q_used_vs_drawn(pair, title=title), out / "q_used_vs_drawn.png"))
 
     if bench is None:
         bench = run_bench(BenchConfig(prompts=bench_prompts), DEFAULT_MODES, progress=False)

@@ -7,6 +7,8 @@ the kit draws GPU results on any machine, the CPU included.
     record_paths(data_dir)     -> list[Path]    recorded files, oldest first
     load_record(path)          -> dict | None   one record (default: the newest); None if none
     caption(record)            -> str           "NVIDIA H200 · driver ... · 2026-11-29": where and when
+    section_provenance(record, name) -> dict    one section's own date, machine, versions, command
+    section_caption(record, *names)  -> str     caption() per section: each panel's own provenance
     kernel_table(record)       -> list[dict]    per (rows, vocab): times, GB/s, share of copy
     headline(record)           -> dict          the figures the kit claims, computed from the record
     staircase_data(record)     -> dict          the padding staircase's sections that succeeded
@@ -59,6 +61,32 @@ def caption(record: dict | None) -> str:
             f"triton {p.get('triton')} · {p.get('date', '')[:10]}")
 
 
+def section_provenance(record: dict, section: str) -> dict:
+    """Where, when and by what `section` was measured: ``record["section_provenance"][section]``
+    (a record gathers sections of several runs), else the record's own provenance."""
+    stamps = record.get("section_provenance", {}) if isinstance(record, dict) else {}
+    return stamps.get(section) or record.get("provenance", {})
+
+
+def _stamp_line(stamp: dict) -> str:
+    machine = f" ({stamp['machine'].replace('lent nvidia-h200 ', '')})" if stamp.get("machine") else ""
+    return (f"{stamp.get('device')}{machine} · driver {stamp.get('driver')} · CUDA {stamp.get('cuda')} · "
+            f"torch {stamp.get('torch')} · triton {stamp.get('triton')} · {str(stamp.get('date', ''))[:10]}")
+
+
+def section_caption(record: dict | None, *sections: str) -> str:
+    """Provenance lines for the sections a figure draws from, one per distinct run:
+    ``"kernel, torch_natural: NVIDIA H200 (machine 3) · driver ... · 2026-12-01"``."""
+    if not record:
+        return "no GPU record"
+    if record.get("provenance", {}).get("cpu_measured") or not sections:
+        return caption(record)
+    groups: dict[str, list[str]] = {}
+    for name in sections:
+        groups.setdefault(_stamp_line(section_provenance(record, name)), []).append(name)
+    return "\n".join(f"{', '.join(names)}: {line}" for line, names in groups.items())
+
+
 # -- tables computed from a record --------------------------------------------------------------------
 
 def _kernel_row(e: dict) -> dict:
@@ -70,6 +98,7 @@ def _kernel_row(e: dict) -> dict:
         "masked_gbs": e["bytes"] / ms["masked"] / 1e6, "copy_gbs": e["bytes"] / ms["copy"] / 1e6,
         "share_of_copy": ms["copy"] / ms["masked"],
         "masked_over_unmasked": (g["masked"] / g["unmasked"]) if g else ms["masked"] / ms["unmasked"],
+        "masked_over_unmasked_cold": ms["masked"] / ms["unmasked"],
         "speedup_vs_torch": ms["torch"] / ms["masked_call"],
     }
     if "eager_ms" in e:
@@ -84,9 +113,33 @@ def _kernel_row(e: dict) -> dict:
     return row
 
 
-def kernel_table(record: dict) -> list[dict]:
-    """Per (rows, vocab): medians in microseconds, effective GB/s and share of the same-bytes copy."""
-    return [_kernel_row(e) for e in record.get("kernel", {}).get("sizes", [])]
+def kernel_table(record: dict, section: dict | None = None) -> list[dict]:
+    """Per (rows, vocab): medians in microseconds, effective GB/s and share of the same-bytes copy
+    (``share_of_peak_copy``: of the run's 2 GiB copy, where the record holds one).
+    ``masked_over_unmasked`` is from warm back-to-back replays, ``..._cold`` from the cold ones.
+    `section`: another kernel section than the record's (a superseded one, say)."""
+    data = section if section is not None else record.get("kernel", {})
+    peak = record.get("peak_copy", {}).get("gb_per_s") if section is None else None
+    rows = [_kernel_row(e) for e in data.get("sizes", [])]
+    if peak:
+        for row in rows:
+            row["share_of_peak_copy"] = row["masked_gbs"] / peak
+    return rows
+
+
+def superseded(record: dict, section: str) -> list[dict]:
+    """What re-measurements replaced: ``[{"data", "provenance", "superseded_because"}]``, oldest first."""
+    return list(record.get("superseded", {}).get(section, []))
+
+
+def graph_runs(record: dict) -> list[tuple[dict, dict]]:
+    """Every recorded run of section "graphs" as (provenance, data): superseded ones, the current
+    one, then its repeats (``graph_repeats``)."""
+    runs = [(old["provenance"] or record.get("provenance", {}), old["data"]) for old in superseded(record, "graphs")]
+    if record.get("graphs"):
+        runs.append((section_provenance(record, "graphs"), record["graphs"]))
+    runs += [(rep["provenance"], rep["data"]) for rep in record.get("graph_repeats", [])]
+    return runs
 
 
 def headline(record: dict, min_elements: int = 256 * 151936) -> dict:
@@ -158,3 +211,27 @@ def _check_race_entry(entry: dict) -> None:
         raise LabkitInputError(f"{where}: padded_share_per_launch is empty")
     if len(entry["rows"]) != 2:
         raise LabkitInputError(f"{where}: rows must be [live_row, padded_row], got {entry['rows']}")
+
+
+def race_runs(record: dict) -> list[dict]:
+    """Every recorded race outcome, one entry per (run, vocabulary, eager or graph), in one form:
+    run 1 is section "race" (whole-launch counts), run 2 section "race_blocks" (per block too).
+
+    Each entry: run, section, vocab, graph, launches, padded_won, live_won, mixed, padded_share (the
+    share of q's elements that came from the padded row, over all launches), provenance."""
+    out = []
+    for key, r in (record.get("race") or {}).items():
+        if isinstance(r, dict) and "launches" in r:
+            out.append({"run": 1, "section": "race", "key": key, "vocab": r["vocab"], "graph": r["graph"],
+                        "launches": r["launches"], "padded_won": r["padded_row_won"], "live_won": r["live_row_won"],
+                        "mixed": r["mixed"], "padded_share": r["padded_share_of_elements"],
+                        "provenance": section_provenance(record, "race")})
+    if record.get("race_blocks"):
+        for e in race_block_entries(record):
+            won = e["whole_launch_wins"]
+            out.append({"run": 2, "section": "race_blocks", "key": f"vocab_{e['vocab']}", "vocab": e["vocab"],
+                        "graph": bool(e.get("graph")), "launches": e["launches"], "padded_won": won["padded"],
+                        "live_won": won["live"], "mixed": e["launches"] - won["padded"] - won["live"],
+                        "padded_share": sum(e["padded_share_per_launch"]) / e["launches"],
+                        "provenance": section_provenance(record, "race_blocks")})
+    return sorted(out, key=lambda x: (-x["vocab"], x["run"], x["graph"]))

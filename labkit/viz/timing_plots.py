@@ -9,28 +9,32 @@
     plot_staircase(record)            time against live rows: graphs pay for the padded size
     plot_tokens_per_s(record)         the toy engine end to end, per mode
 
-Every figure prints, under the plot, the device, driver, CUDA, torch and Triton versions and the
-date of the record it was drawn from. Figures use ``matplotlib.figure.Figure`` (no pyplot state),
-fixed sizes and no randomness. Red is kept for corrupted output, as in every figure of the kit.
+Every figure prints, under the plot, the device, machine, driver, CUDA, torch and Triton versions and
+the date of the sections it was drawn from (each section's own: a record gathers several runs).
+Figures use ``matplotlib.figure.Figure`` (no pyplot state), fixed sizes and no randomness. Red is
+kept for corrupted output and green for right output, as in every figure of the kit; graph replays
+are dark blue.
 """
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from labkit.viz.gpu_records import caption, kernel_table, staircase_data
+from labkit.viz.gpu_records import kernel_table, section_caption, staircase_data
 from labkit.viz.style import BAD_COLOR, CAPTION_COLOR, CAPTION_GID, CAPTION_SIZE, legible
 
 MASKED, UNMASKED, COPY, TORCH, COMPILED = "#3182bd", "#9ecae1", "#636363", "#e6550d", "#fdae6b"
-GRAPH, EAGER, KIT_EAGER, EARLY = "#31a354", "#8c6d31", "#c7b07a", "#756bb1"
+GRAPH, EAGER, KIT_EAGER, EARLY = "#08306b", "#8c6d31", "#c7b07a", "#756bb1"
 VOCAB_STYLE = {32000: ":", 128256: "--", 151936: "-"}
+# Each vocabulary its own colour and marker (none of them red or green: those mean corrupted and right).
+VOCAB_LOOK = {151936: ("#3182bd", "o"), 128256: ("#756bb1", "s"), 32000: ("#8c6d31", "^")}
 US = "\u00b5s"  # microseconds
 TARGET_SHARE = 70  # percent of copy bandwidth: the kit's goal for its kernel at large sizes
 
 
-def finish(fig: Figure, record: dict | None, note: str = "") -> Figure:
-    """Write the record's provenance (and `note`) under the plot."""
-    text = caption(record) + (f"\n{note}" if note else "")
+def finish(fig: Figure, record: dict | None, note: str = "", sections: tuple[str, ...] = ()) -> Figure:
+    """Write the provenance of the record's `sections` the figure draws (and `note`) under the plot."""
+    text = section_caption(record, *sections) + (f"\n{note}" if note else "")
     fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=legible(CAPTION_SIZE, fig), color=CAPTION_COLOR,
              gid=CAPTION_GID)
     return fig
@@ -43,8 +47,9 @@ def new_figure(width=7.2, height=3.8, bottom=0.22, left=0.12) -> Figure:
 
 
 def plot_kernel_bandwidth(record: dict, vocabs=(151936, 128256, 32000)) -> Figure:
-    """Effective bandwidth of the masked kernel against the same-bytes copy, per batch size."""
-    fig = new_figure()
+    """Effective bandwidth of the masked kernel against the same-bytes copy, per batch size: each
+    vocabulary its own colour and marker; the kernel solid with filled markers, the copy dotted."""
+    fig = new_figure(height=4.1, bottom=0.25)
     ax = fig.add_subplot(1, 1, 1)
     table = kernel_table(record)
     for vocab in vocabs:
@@ -52,42 +57,55 @@ def plot_kernel_bandwidth(record: dict, vocabs=(151936, 128256, 32000)) -> Figur
         if not pts:
             continue
         x = [r["rows"] for r in pts]
-        style = VOCAB_STYLE.get(vocab, "-")
-        ax.plot(x, [r["masked_gbs"] for r in pts], style, color=MASKED, marker="o", ms=3,
+        color, marker = VOCAB_LOOK.get(vocab, (MASKED, "o"))
+        ax.plot(x, [r["masked_gbs"] for r in pts], "-", color=color, marker=marker, ms=4,
                 label=f"masked kernel, V={vocab}")
-        ax.plot(x, [r["copy_gbs"] for r in pts], style, color=COPY, lw=1, label=f"copy, same bytes, V={vocab}")
+        ax.plot(x, [r["copy_gbs"] for r in pts], ":", color=color, marker=marker, ms=4, mfc="white", lw=1,
+                label=f"copy of the same bytes, V={vocab}")
     peak = record.get("peak_copy", {}).get("gb_per_s", 0)
     if peak:
         ax.axhline(peak, color=COPY, lw=0.6, alpha=0.6)
-        ax.text(512, peak, "peak copy (2 GiB) ", va="bottom", ha="right", fontsize=7, color=COPY)
+        ax.text(512, peak, f"peak copy (2 GiB): {peak:.0f} GB/s ", va="bottom", ha="right", fontsize=7, color=COPY)
     ax.set_xscale("log", base=2)
-    ax.set_ylim(0, 1.1 * max([peak] + [r["copy_gbs"] for r in table]))
+    ax.set_ylim(0, 1.45 * max([peak] + [r["copy_gbs"] for r in table]))  # the legend above the curves
     ax.set_xlabel("rows (batch size)")
     ax.set_ylabel("effective bandwidth (GB/s)\nread logits + write q")
     ax.set_title("Gumbel sampling kernel vs device-to-device copy")
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     return finish(fig, record, "the kernel alone: a CUDA graph of one launch, L2 flushed before each replay; "
-                               "medians of CUDA-event timings")
+                               "medians of CUDA-event timings", ("kernel", "peak_copy"))
+
+
+def masked_band(record: dict) -> tuple[float, float]:
+    """The lowest and highest masked/unmasked ratio (warm replays) over every recorded shape: the
+    band plot_masked_vs_unmasked shades, and the range notebook 04 prints under it."""
+    ratios = [r["masked_over_unmasked"] for r in kernel_table(record)]
+    return min(ratios), max(ratios)
 
 
 def plot_masked_vs_unmasked(record: dict) -> Figure:
-    """Time of the masked kernel over the unmasked one, same live rows: the fix's cost."""
+    """Time of the masked kernel over the unmasked one, same live rows: the fix's cost. Warm
+    back-to-back CUDA-graph replays, interleaved; the band is the range over every recorded shape."""
     fig = new_figure(left=0.14)  # room for the two-line y label beside 5-character tick labels
     ax = fig.add_subplot(1, 1, 1)
     table = kernel_table(record)
     for vocab in sorted({r["vocab"] for r in table}):
         pts = [r for r in table if r["vocab"] == vocab]
-        ax.plot([r["rows"] for r in pts], [r["masked_over_unmasked"] for r in pts], VOCAB_STYLE.get(vocab, "-"),
-                marker="o", ms=3, color=MASKED, label=f"V={vocab}")
+        color, marker = VOCAB_LOOK.get(vocab, (MASKED, "o"))
+        ax.plot([r["rows"] for r in pts], [r["masked_over_unmasked"] for r in pts], "-", marker=marker, ms=4,
+                color=color, label=f"V={vocab}")
     ax.axhline(1.0, color=COPY, lw=0.8)
-    ax.axhspan(0.98, 1.02, color=COPY, alpha=0.12, label="within 2%")
+    if table:
+        lo, hi = masked_band(record)
+        ax.axhspan(lo, hi, color=COPY, alpha=0.12, label=f"every recorded shape: {lo:.2f}-{hi:.2f}")
     ax.set_ylim(0.9, 1.1)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("rows (all live)")
     ax.set_ylabel("masked time / unmasked time\n(ratio, 1 = same time)")
     ax.set_title("What the fix costs in the kernel: nothing measurable")
     ax.legend(fontsize=7)
-    return finish(fig, record, "GPU time from CUDA-graph replays (no launch overhead)")
+    return finish(fig, record, "GPU time from warm back-to-back CUDA-graph replays, masked and unmasked "
+                               "interleaved (no launch overhead)", ("kernel",))
 
 
 def plot_early_exit(record: dict, vocab: int = 151936) -> Figure:
@@ -108,7 +126,7 @@ def plot_early_exit(record: dict, vocab: int = 151936) -> Figure:
     ax.set_ylabel(f"time per launch ({US})")
     ax.set_title("Early exit: a padded row skips its loads too")
     ax.legend(fontsize=7)
-    return finish(fig, record)
+    return finish(fig, record, sections=("kernel",))
 
 
 NATURAL_SAMPLERS = {"rand_gumbel": ("s", "torch sampler: torch.rand Gumbel + argmax"),
@@ -151,7 +169,7 @@ def plot_kernel_vs_torch(record: dict, vocab: int = 151936) -> Figure:
     ax.set_title(f"Sampling {vocab} tokens per row: one fused kernel vs torch")
     ax.legend(fontsize=7)
     return finish(fig, record, "GPU time of a cold call (one-call CUDA graph, L2 flushed); "
-                               "dashed: launched from Python")
+                               "dashed: launched from Python; markers: the torch samplers", ("kernel", "torch_natural"))
 
 
 SWEEP_VARIANTS = (("fast0", "libdevice logs, divide", "#fdd0a2"), ("fast1", "+ hardware lg2 (outer log)", "#9ecae1"),
@@ -177,7 +195,8 @@ def plot_sweep(record: dict, rows: int = 512, vocab: int = 151936) -> Figure:
     ax.set_ylabel("share of copy bandwidth (%)")
     ax.set_title(f"What bounds the kernel ({rows} x {vocab})")
     ax.legend(fontsize=6.5, ncol=3, loc="upper center")
-    return finish(fig, record, "no_store counts read bytes only, so it may pass 100% of a read+write copy")
+    return finish(fig, record, "no_store counts read bytes only, so it may pass 100% of a read+write copy",
+                  ("sweep",))
 
 
 def plot_graph_vs_eager(record: dict) -> Figure:
@@ -199,8 +218,11 @@ def plot_graph_vs_eager(record: dict) -> Figure:
     ax.set_ylabel(f"time per draft step ({US})")
     k = sizes[0]["k"] if sizes else "k"
     ax.set_title(f"Why drafters run in CUDA graphs: {k} draft steps, toy model")
-    ax.legend(fontsize=7)
-    return finish(fig, record, "labels: eager launches / graph replay")
+    tallest = max([e["ms"][key] * 1e3 for e in sizes for key in ("graph", "eager_launches", "eager")] + [1])
+    ax.set_ylim(0, 1.35 * tallest)  # room above the bars for the legend, in one row
+    ax.legend(fontsize=7, ncol=3, loc="upper center")
+    return finish(fig, record, "labels: eager launches / graph replay; the eager side is host-bound and varies "
+                               "between runs", ("graphs",))
 
 
 def _toy_staircase(ax, toy: dict | None) -> None:
@@ -210,7 +232,7 @@ def _toy_staircase(ax, toy: dict | None) -> None:
         lv = [p["live"] for p in toy["points"]]
         ax.step(lv, [p["ms"]["graph"] * 1e3 for p in toy["points"]], where="mid", color=GRAPH, label="graph (padded)")
         ax.plot(lv, [p["ms"]["eager_launches"] * 1e3 for p in toy["points"]], ".", ms=3, color=EAGER,
-                label="eager (live rows)")
+                label="eager (live rows), measured in\norder of live rows: see below")
         ax.set_yscale("log")
         for s in toy["capture_sizes"]:
             ax.axvline(s, color=COPY, lw=0.4, alpha=0.5)
@@ -246,8 +268,11 @@ def plot_staircase(record: dict) -> Figure:
     _toy_staircase(fig.add_subplot(1, 2, 1), st.get("toy"))
     _kernel_staircase(fig.add_subplot(1, 2, 2), st.get("kernel"))
     fig.suptitle("The padding staircase (grey lines: capture sizes)", fontsize=10)
-    fig.subplots_adjust(wspace=0.3)
-    return finish(fig, record)
+    fig.subplots_adjust(wspace=0.3, bottom=0.3)
+    return finish(fig, record, "left: the eager points fall in two bands because the host launched faster in "
+                               "one stretch of the run (measured in order of live rows), not because of the "
+                               "row count;\nthe graph replays, timed in the same loop on the GPU, barely move",
+                  ("staircase_toy", "staircase_kernel"))
 
 
 def _corrupted_range(runs: list[dict], mode: str) -> tuple[int, int, int] | None:
@@ -284,4 +309,4 @@ def plot_tokens_per_s(record: dict) -> Figure:
     prompts = e2e.get("config", {}).get("prompts")
     ax.set_title("Toy engine end to end" + (f", {prompts} prompts" if prompts else ""))
     return finish(fig, record, "bars: median of runs; dots: single runs; the toy engine is bound by Python, "
-                               "not by the GPU")
+                               "not by the GPU", ("e2e",))

@@ -6,7 +6,8 @@ judgement). The minutes the notebook's cells take to run come from a record
 (``labkit/data/cpu/notebook_times.json``, written by ``make bench-cpu ARGS="--only notebooks
 --record"``): each notebook's whole run time is charged to the first activity that opens it,
 which over-counts a notebook run in parts. The rendered tables (and the table of notebook times,
-``agenda:times``) live in the instructor guide between ``<!-- agenda:NAME -->`` markers;
+``agenda:times``) live in the instructor guide between ``<!-- agenda:NAME -->`` markers
+(:mod:`labkit.docblocks`, which renders every such block of the docs);
 ``python -m labkit agenda --write`` renders them again, and a test fails when the guide and the
 rendering disagree, or when an agenda leaves less than :data:`MIN_SLACK_MIN` minutes of slack.
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from labkit import docblocks
 
 RECORD = "data/cpu/notebook_times.json"
 MIN_SLACK_MIN = 10
@@ -150,34 +152,28 @@ def render(name: str, record: dict) -> str:
     return "\n".join(rows) + "\n" + note
 
 
-def markers(name: str) -> tuple[str, str]:
-    return f"<!-- agenda:{name} -->", f"<!-- /agenda:{name} -->"
-
-
+KIND = "agenda"
 BLOCKS = ("times", *AGENDAS)
 
 
-def _block(name: str) -> re.Pattern:
-    begin, end = markers(name)
-    return re.compile(re.escape(begin) + r"\n(?:(.*?)\n)?" + re.escape(end), re.DOTALL)
+def markers(name: str) -> tuple[str, str]:
+    return docblocks.markers(f"{KIND}:{name}")
 
 
 def rendered_in(text: str, name: str) -> str | None:
     """The block `name` as it stands in a document between its markers (None if it has none)."""
-    found = _block(name).search(text)
-    return (found.group(1) or "") if found else None
+    return docblocks.rendered_in(text, f"{KIND}:{name}")
+
+
+def renderers(record: dict | None = None) -> dict:
+    """``{"agenda:NAME": render}`` for every block, from `record` (default: the shipped one)."""
+    def block(name):
+        return lambda: render(name, record if record is not None else load_times())
+
+    return {f"{KIND}:{name}": block(name) for name in BLOCKS}
 
 
 def write_into(path: str | Path, record: dict) -> list[str]:
     """Render every block into the document at `path` between its markers; returns the names written."""
-    path = Path(path)
-    text = path.read_text()
-    written = []
-    for name in BLOCKS:
-        if rendered_in(text, name) is None:
-            continue
-        begin, end = markers(name)
-        text = _block(name).sub(lambda _, name=name, b=begin, e=end: f"{b}\n{render(name, record)}\n{e}", text)
-        written.append(name)
-    path.write_text(text)
-    return written
+    written = docblocks.write_into(path, renderers(record))
+    return [key.split(":", 1)[1] for key in written]

@@ -1,0 +1,184 @@
+"""Every measured number the kit teaches comes from a record, and a test fails when one drifts.
+
+Three kinds of check, each with its tolerance stated beside it:
+
+* blocks: README.md, docs/INSTRUCTOR_GUIDE.md and docs/MECHANICS.md hold their measured numbers
+  between ``<!-- KIND:NAME -->`` markers, rendered from the records (labkit.docblocks,
+  labkit.taught, labkit.workshop.agenda). Tolerance: none on the text; the numbers are the
+  record's, rounded as printed (a range "a-b" is the record's minimum and maximum over the stated
+  shapes). Any hand edit inside a block, or a record re-measured without ``python -m labkit docs
+  --write``, fails;
+* prose: the few numbers outside blocks (notebook markdown, one README sentence) are checked
+  against the record or a fresh deterministic CPU run, each with its own tolerance below;
+* no stray claims: outside the blocks, the docs and the GPU notebooks' prose hold no speed-up,
+  bandwidth or mask-cost number at all.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit import docblocks, taught
+from labkit.viz.gpu_records import load_record, race_block_entries
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = {name: ROOT / name for name in docblocks.DOCUMENTS}
+GPU_NOTEBOOKS = ("notebooks/04_timing.ipynb", "notebooks/08_appendix_kernel_engineering.ipynb")
+
+
+@pytest.fixture(scope="module")
+def renderers():
+    return docblocks.all_renderers()
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return load_record()
+
+
+def _blocks():
+    return [(name, key) for name, path in DOCS.items() for key in docblocks.keys_in(path.read_text())]
+
+
+# -- blocks: exact -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("doc", "key"), _blocks())
+def test_each_block_is_its_records_rendering(renderers, doc, key):
+    # Tolerance: none. The text between the markers must be exactly what the record renders to.
+    assert key in renderers, f"{doc} has a block {key} that nothing renders"
+    shown = docblocks.rendered_in(DOCS[doc].read_text(), key)
+    assert shown == renderers[key](), (
+        f"{doc}'s block {key} differs from its record: a number was edited by hand, or the record was "
+        f"re-measured; run python -m labkit docs --write")
+
+
+def test_every_rendered_block_is_taught_somewhere(renderers):
+    shown = {key for _, key in _blocks()}
+    assert set(renderers) <= shown, f"blocks rendered but in no document: {sorted(set(renderers) - shown)}"
+
+
+def test_a_number_changed_in_a_document_is_caught(tmp_path, renderers):
+    doc = tmp_path / "README.md"
+    doc.write_text(DOCS["README.md"].read_text())
+    assert docblocks.stale_blocks(doc, renderers) == []
+    text = doc.read_text()
+    block = docblocks.rendered_in(text, "gpu:kernel")
+    planted = re.sub(r"(\d+)-(\d+)% of the", lambda m: f"{m[1]}-{int(m[2]) + 3}% of the", block, count=1)
+    assert planted != block
+    doc.write_text(text.replace(block, planted))
+    assert docblocks.stale_blocks(doc, renderers) == ["gpu:kernel"]
+
+
+def test_a_record_that_drifts_no_longer_matches_the_docs(gpu):
+    drifted = copy.deepcopy(gpu)
+    for entry in drifted["kernel"]["sizes"]:
+        entry["ms"]["masked"] *= 1.10  # the kernel 10% slower: its share of copy bandwidth falls
+    shown = docblocks.rendered_in(DOCS["README.md"].read_text(), "gpu:kernel")
+    assert taught.renderers(gpu=gpu)["gpu:kernel"]() == shown
+    assert taught.renderers(gpu=drifted)["gpu:kernel"]() != shown
+
+
+def test_the_figures_and_the_text_quote_the_same_race_shares(gpu):
+    # The race_blocks figure labels each run with the share the text prints (both from race_runs).
+    from labkit.viz.gpu_records import race_runs
+
+    text = docblocks.rendered_in(DOCS["README.md"].read_text(), "gpu:race")
+    for run in race_runs(gpu):
+        if run["vocab"] == taught.REAL_VOCAB:
+            assert f"{run['padded_share']:.0%} in run {run['run']}" in text
+
+
+# -- records: what they must hold ---------------------------------------------------------------------
+
+def test_every_gpu_section_has_its_own_provenance(gpu):
+    for name in ("kernel", "graphs", "torch_natural", "race", "race_blocks", "sanitizer", "e2e", "sweep",
+                 "staircase_kernel", "staircase_toy", "peak_copy"):
+        stamp = gpu["section_provenance"][name]
+        assert {"date", "device", "driver", "cuda", "torch", "triton", "machine"} <= set(stamp), name
+    assert "about 20 minutes" not in gpu["provenance"]["note"]
+
+
+def test_re_measured_sections_keep_what_they_replaced(gpu):
+    for name in ("kernel", "graphs", "torch_natural", "sanitizer"):
+        old = gpu["superseded"][name]
+        assert old and all(o["superseded_because"] and o["data"] for o in old), name
+
+
+def test_the_sanitizer_run_of_the_stale_slot_kernel_is_recorded(gpu):
+    stale = gpu["sanitizer"]["stale_slot"]
+    # memcheck sees nothing while the padded row overwrites a live q: exactly 0 errors, >= 1 overwrite
+    assert stale["errors"] == 0 and stale["invalid_reads"] == 0 and stale["invalid_writes"] == 0
+    audit = stale["probe"]["audit"]
+    assert audit["padded_values_in_live_q"] >= 1 and audit["live_q_differs_from_unpadded"] >= 1
+
+
+# -- prose outside blocks, each with its tolerance --------------------------------------------------------
+
+def _markdown(path: str) -> str:
+    cells = json.loads((ROOT / path).read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_notebook_04s_race_prose_matches_the_record(gpu):
+    text = " ".join(_markdown("notebooks/04_timing.ipynb").split())
+    real = next(e for e in race_block_entries(gpu) if e["vocab"] == taught.REAL_VOCAB)
+    # Tolerance: none on the block count and size.
+    assert "38 blocks of 4096" in text and (real["num_blocks"], real["block_v"]) == (38, 4096)
+    # "a little under half": every recorded run's padded share at 151936 in [35%, 50%).
+    from labkit.viz.gpu_records import race_runs
+
+    assert "a little under half of it from the padded row" in text
+    assert all(0.35 <= r["padded_share"] < 0.5 for r in race_runs(gpu) if r["vocab"] == taught.REAL_VOCAB)
+    # "k = 4 rounds": the graphs section's draft steps, exactly.
+    assert "k = 4 rounds" in text and all(e["k"] == 4 for e in gpu["graphs"]["sizes"])
+
+
+def test_readmes_dflash_count_is_a_fresh_runs():
+    # Tolerance: none. The CPU bench is deterministic (seeded, torch backend).
+    from labkit.backends import using_backend
+    from labkit.repro import BenchConfig, run_bench
+
+    found = re.search(r"DFlash's pad 0 corrupts slot 0's\s+requests \((\d+) of (\d+) at seed 0\)",
+                      DOCS["README.md"].read_text())
+    assert found, "README lost its sentence on DFlash's pad 0"
+    with using_backend("torch"):
+        result = run_bench(BenchConfig(prompts=int(found[2]), seed=0), ["dflash-buggy"], progress=False)
+    assert result.modes["dflash-buggy"].corrupted == int(found[1])
+
+
+def test_the_repro_record_holds_what_the_bench_gives_now():
+    # Tolerance: none on the counts (deterministic on the torch backend); the times are the record's.
+    from labkit.backends import using_backend
+    from labkit.modes import DEFAULT_MODES
+    from labkit.repro import BenchConfig, run_bench
+
+    table = taught.cpu_record()["commands"][taught.DEFAULT_REPRO]["output"].splitlines()
+    recorded = {line.split()[0]: int(line.split()[4]) for line in table[1:]}
+    with using_backend("torch"):
+        result = run_bench(BenchConfig(prompts=50, seed=0), DEFAULT_MODES, progress=False)
+    assert recorded == {mode: result.modes[mode].corrupted for mode in recorded}
+
+
+# -- no stray claims ---------------------------------------------------------------------------------------
+
+STRAY = (r"\b\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x (?:faster|slower)", r"\d+% of (?:the )?[\w -]*copy",
+         r"\d+ GB/s", r"\b0\.9\d\s*(?:-|and)\s*1\.0\d\b", r"\babout a third\b")
+
+
+def _outside_blocks(text: str) -> str:
+    for key in docblocks.keys_in(text):
+        begin, end = docblocks.markers(key)
+        text = text.replace(f"{begin}\n{docblocks.rendered_in(text, key)}\n{end}", "")
+    return text
+
+
+@pytest.mark.parametrize("path", [*docblocks.DOCUMENTS, *GPU_NOTEBOOKS])
+def test_no_measured_gpu_claim_is_typed_by_hand(path):
+    text = _markdown(path) if path.endswith(".ipynb") else _outside_blocks((ROOT / path).read_text())
+    found = [m.group(0) for pattern in STRAY for m in re.finditer(pattern, " ".join(text.split()))]
+    assert not found, f"{path} types measured numbers by hand (render them from the record instead): {found}"
