@@ -10,6 +10,7 @@ markers, and ``tests/test_taught_numbers.py`` keeps them equal.
     gpu:fix-cost        docs/MECHANICS.md: what the mask costs, cold and warm
     gpu:race-guide      docs/INSTRUCTOR_GUIDE.md: the race numbers to say at notebook 04
     cpu:repro           README: the default repro's table and wall time, against the target
+    cpu:make-test       README: each stage of `make test` in a fresh clone, and the whole, against the target
 
 GPU numbers come from ``labkit/data/gpu/h200.json`` (read through :mod:`labkit.viz.gpu_records`),
 CPU times from ``labkit/data/cpu/command_times.json`` (written by ``make bench-cpu``). Ranges are
@@ -298,6 +299,28 @@ def render_repro(record: dict) -> str:
     return "\n".join(text)
 
 
+FRESH_CLONE = "make test (fresh clone)"
+
+
+def render_make_test(record: dict) -> str:
+    """README: the wall time of each stage of `make test` in a fresh clone, and of the whole command."""
+    commands = record["commands"]
+    whole = commands.get(FRESH_CLONE)
+    if whole is None:
+        return "No fresh-clone run of `make test` is recorded yet: `make bench-cpu ARGS=\"--only fresh-clone\"`."
+    prefix = FRESH_CLONE + " stage "
+    rows = ["| stage | seconds |", "| --- | --- |"]
+    rows += [f"| {what.removeprefix(prefix)} | {_span(entry['seconds'], '{:.0f}')} |"
+             for what, entry in commands.items() if what.startswith(prefix)]
+    prov = whole["provenance"]
+    verdict = "passed" if whole["ok"] else "FAILED"
+    rows.append(f"| **whole command** ({verdict}) | **{_span(whole['seconds'], '{:.0f}')}** |")
+    return "\n".join(rows) + (
+        f"\n\nMeasured in a fresh clone (set-up included; Chromium already installed) {prov['date']} on "
+        f"{prov['machine']}; target: under {whole['target_s'] / 60:.0f} minutes. "
+        "`labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")
+
+
 def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Callable[[], str]]:
     """``{"gpu:NAME" | "cpu:NAME": render}``, from the given records or the shipped ones."""
     def with_gpu(fn):
@@ -308,4 +331,5 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
 
     return {"gpu:kernel": with_gpu(render_kernel), "gpu:race": with_gpu(render_race),
             "gpu:race-mechanics": with_gpu(render_race_mechanics), "gpu:fix-cost": with_gpu(render_fix_cost),
-            "gpu:race-guide": with_gpu(render_race_guide), "cpu:repro": with_cpu(render_repro)}
+            "gpu:race-guide": with_gpu(render_race_guide), "cpu:repro": with_cpu(render_repro),
+            "cpu:make-test": with_cpu(render_make_test)}

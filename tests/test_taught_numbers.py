@@ -182,3 +182,17 @@ def test_no_measured_gpu_claim_is_typed_by_hand(path):
     text = _markdown(path) if path.endswith(".ipynb") else _outside_blocks((ROOT / path).read_text())
     found = [m.group(0) for pattern in STRAY for m in re.finditer(pattern, " ".join(text.split()))]
     assert not found, f"{path} types measured numbers by hand (render them from the record instead): {found}"
+
+
+def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
+    prov = {"date": "2026-12-01 15:00 UTC", "machine": "2 cores", "torch": "2.13.0+cpu", "command": "bench"}
+    record = {"commands": {
+        "make test (fresh clone) stage unit": {"seconds": [120.4], "target_s": None, "ok": True, "provenance": prov},
+        "make test (fresh clone) stage room": {"seconds": [71.0], "target_s": None, "ok": True, "provenance": prov},
+        "make test (fresh clone)": {"seconds": [512.2], "target_s": 600.0, "ok": True, "provenance": prov}}}
+    text = taught.render_make_test(record)
+    assert "| unit | 120 |" in text and "| room | 71 |" in text and "**512**" in text
+    assert "(passed)" in text and "under 10 minutes" in text and "2026-12-01 15:00 UTC" in text
+    record["commands"]["make test (fresh clone)"]["ok"] = False
+    assert "(FAILED)" in taught.render_make_test(record)
+    assert "No fresh-clone run" in taught.render_make_test({"commands": {}})
