@@ -65,8 +65,10 @@ $(BIN)/python:
 # A room without a good network: every wheel `make lab` installs (this platform and Python; on
 # Linux the CPU torch unless TORCH=cuda), into WHEELHOUSE (default wheelhouse/, gitignored). Then,
 # on each machine, with no network: make lab WHEELHOUSE=wheelhouse. Prints what it fetched.
+# RECORD=1 also writes the sizes into labkit/data/cpu/downloads.json (README's download table).
 wheelhouse: | $(BIN)/python
-	@$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)"
+	@$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
+		$(if $(filter 1,$(RECORD)),--record)
 
 lab: $(STAMP)
 	$(BIN)/python scripts/start_lab.py $(ARGS)

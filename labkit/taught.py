@@ -10,6 +10,7 @@ markers, and ``tests/test_taught_numbers.py`` keeps them equal.
     gpu:fix-cost        docs/MECHANICS.md: what the mask costs, cold and warm
     gpu:race-guide      docs/INSTRUCTOR_GUIDE.md: the race numbers to say at notebook 04
     cpu:repro           README: the default repro's table and wall time, against the target
+    cpu:downloads       README: what a fresh `make lab` downloads, per platform
     cpu:make-test       README: each stage of `make test` in a fresh clone, and the whole, against the target
 
 GPU numbers come from ``labkit/data/gpu/h200.json`` (read through :mod:`labkit.viz.gpu_records`),
@@ -299,6 +300,48 @@ def render_repro(record: dict) -> str:
     return "\n".join(text)
 
 
+DOWNLOADS_RECORD = "data/cpu/downloads.json"
+PLATFORM_NAMES = {"linux-x86_64": "Linux x86-64", "linux-x86_64-cuda": "Linux x86-64, `TORCH=cuda`",
+                  "darwin-arm64": "macOS arm64", "win32-amd64": "Windows x86-64"}
+
+
+def downloads_record() -> dict:
+    return json.loads(resources.files("labkit").joinpath(DOWNLOADS_RECORD).read_text())
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def render_downloads(record: dict) -> str:
+    """README: what a fresh `make lab` downloads on each platform, and how each number was measured."""
+    platforms = record["platforms"]
+    rows = ["| platform | download | largest wheels | measured |", "| --- | --- | --- | --- |"]
+    for key, name in PLATFORM_NAMES.items():
+        entry = platforms.get(key)
+        if entry is None:
+            continue
+        if "torch_and_cuda_bytes" in entry:  # PyPI's torch and its CUDA packages in place of the CPU build
+            cpu = platforms["linux-x86_64"]
+            cpu_torch = dict(cpu["largest"])["torch"]
+            total = cpu["bytes"] - cpu_torch + entry["torch_and_cuda_bytes"]
+            size = f"about {total / 1e9:.1f} GB"
+            largest = (f"torch {_mb(entry['torch_bytes'])} and {entry['cuda_packages']} CUDA packages: "
+                       f"{_mb(entry['torch_and_cuda_bytes'])} together, in place of the CPU build")
+        else:
+            size = f"{_mb(entry['bytes'])}, {entry['wheels']} wheels"
+            largest = ", ".join(f"{name} {_mb(n)}" for name, n in entry["largest"])
+        prov = entry["provenance"]
+        how = "`make wheelhouse RECORD=1`" if prov["command"].startswith("make wheelhouse") else "by hand (see record)"
+        rows.append(f"| {name} | {size} | {largest} | {prov['date'][:10]}, {how} |")
+    linux = platforms["linux-x86_64"]
+    return "\n".join(rows) + "\n\n" + wrap(  # the table's rows stay whole: only the note is wrapped
+        f"MB = 10^6 bytes, Python {linux['provenance']['python']}. On Linux, {_mb(linux['from_disk_bytes'])} of "
+        "the measured download came from the measuring machine's own disk. The room stage of `make test` "
+        "downloads the Linux wheelhouse again and checks its size against this record. "
+        "`labkit/data/cpu/downloads.json` says how each entry was measured.")
+
+
 FRESH_CLONE = "make test (fresh clone)"
 
 
@@ -332,4 +375,5 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
     return {"gpu:kernel": with_gpu(render_kernel), "gpu:race": with_gpu(render_race),
             "gpu:race-mechanics": with_gpu(render_race_mechanics), "gpu:fix-cost": with_gpu(render_fix_cost),
             "gpu:race-guide": with_gpu(render_race_guide), "cpu:repro": with_cpu(render_repro),
-            "cpu:make-test": with_cpu(render_make_test)}
+            "cpu:make-test": with_cpu(render_make_test),
+            "cpu:downloads": lambda: render_downloads(downloads_record())}

@@ -269,7 +269,34 @@ def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
           + ", ".join(f"{n.split('-')[0]} {_mb(s)}" for n, s in largest), flush=True)
     shown = dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest
     print(f"   install from it with no index: make lab WHEELHOUSE={shown}", flush=True)
+    summary["largest"] = [[name.split("-")[0], n] for name, n in largest]
     return summary
+
+
+DOWNLOADS_RECORD = REPO / "labkit" / "data" / "cpu" / "downloads.json"
+
+
+def host_platform(torch: str = "cpu") -> str:
+    """The record's key for this machine's downloads: "linux-x86_64", "linux-x86_64-cuda", ..."""
+    import platform
+
+    return f"{sys.platform}-{platform.machine().lower()}" + ("-cuda" if torch == "cuda" else "")
+
+
+def record_downloads(summary: dict, torch: str, path: Path = DOWNLOADS_RECORD) -> Path:
+    """Write this machine's wheelhouse summary into the downloads record (README renders it); the
+    other platforms' entries stay."""
+    import platform
+
+    record = json.loads(path.read_text()) if path.exists() else {"platforms": {}}
+    record["platforms"][host_platform(torch)] = {
+        "bytes": summary["bytes"], "wheels": summary["wheels"], "from_disk_bytes": summary["disk"],
+        "largest": summary["largest"],
+        "provenance": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "python": platform.python_version(),
+                       "command": f"make wheelhouse TORCH={torch} RECORD=1 (scripts/start_lab.py)"}}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -287,12 +314,16 @@ def main(argv: list[str] | None = None) -> int:
                        help="write JupyterLab's defaults (no news prompt, no update checks) for this Python")
     setup.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's build)")
     setup.add_argument("--wheelhouse", default="", help="with --pip-source: install from this folder, no index")
+    setup.add_argument("--record", action="store_true",
+                       help="with --make-wheelhouse: write its sizes into labkit/data/cpu/downloads.json")
     args, extra = parser.parse_known_args(argv)
     if args.pip_source:
         print(" ".join(pip_source_args(args.torch, args.wheelhouse or None)))
         return 0
     if args.make_wheelhouse:
-        make_wheelhouse(Path(args.make_wheelhouse), args.torch)
+        summary = make_wheelhouse(Path(args.make_wheelhouse), args.torch)
+        if args.record:
+            print(f"wrote {record_downloads(summary, args.torch).relative_to(REPO)}: python -m labkit docs --write")
         return 0
     if args.write_lab_overrides:
         print(f"JupyterLab defaults (no news prompt, no update checks): {write_lab_overrides()}")

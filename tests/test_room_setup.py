@@ -560,3 +560,27 @@ def test_the_checkers_of_notebook_07_judge_on_the_torch_backend_in_the_binder_en
             assert "not solved yet" in verdict["message"], verdict["message"]
     _say("notebook 07 on the torch backend: " + ", ".join(f"{k}: {'solved' if v['solved'] else 'not solved'}"
                                                          for k, v in verdicts.items()))
+
+
+# Unpinned dependencies may resolve to other releases between the record and a later run, and the
+# room's wheelhouse leaves out nothing the record counts: within 5% (and 3 wheels) is that drift.
+DOWNLOAD_TOLERANCE = 0.05
+
+
+@needs_wheelhouse
+def test_the_fresh_wheelhouse_is_the_size_the_readme_says():
+    import sys as _sys
+
+    record = json.loads((ROOT / "labkit" / "data" / "cpu" / "downloads.json").read_text())
+    key = f"{_sys.platform}-{__import__('platform').machine().lower()}"
+    if key not in record["platforms"]:
+        pytest.skip(f"the downloads record has no entry for this machine's platform {key}")
+    expected = record["platforms"][key]
+    wheels = list(Path(WHEELHOUSE).glob("*.whl"))
+    total = sum(w.stat().st_size for w in wheels)
+    _say(f"wheelhouse: {len(wheels)} wheels, {total / 1e6:.1f} MB; the record says {expected['wheels']} wheels, "
+         f"{expected['bytes'] / 1e6:.1f} MB")
+    assert abs(total - expected["bytes"]) <= DOWNLOAD_TOLERANCE * expected["bytes"], (
+        "README's download table (labkit/data/cpu/downloads.json) no longer matches a fresh wheelhouse: "
+        "make wheelhouse RECORD=1, then python -m labkit docs --write")
+    assert abs(len(wheels) - expected["wheels"]) <= 3  # a dependency or two of an unpinned one may come and go

@@ -21,7 +21,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
 from labkit.viz.style import BAD_COLOR, ROW_COLOR, SLOT_COLOR, legible
 
-ROW_FACE, SLOT_FACE, GRAPH_FACE, GRAPH_EDGE = "#deebf7", "#fee6ce", "#f7fcf5", "#31a354"
+# The graph's box is purple: green means "right" in every figure of the kit (labkit.viz.style).
+ROW_FACE, SLOT_FACE, GRAPH_FACE, GRAPH_EDGE = "#deebf7", "#fee6ce", "#f7f5fb", "#6a51a3"
+GRAPH_TITLE = "#3f007d"
 _CODE_PREFIXES = ("idx", "temp", "seeds", "draft", "input", "target", "q =")
 WIDTH, HEIGHT = 12.0, 7.0  # inches; the axes' data coordinates are inches too, so the layout reads as sizes
 LINE = 0.165  # inches from one line of box text to the next (9 pt text)
@@ -96,7 +98,7 @@ def _host(ax, show_fix: bool) -> None:
 def _graph(ax, show_fix: bool) -> None:
     """Inside the graph: num_reqs_padded rows, and the two stores into q (a live row's, a padded row's)."""
     _region(ax, 3.5, 4.9, "inside the CUDA graph: num_reqs_padded rows\n(a batch of 7 replays the graph captured "
-            "for 8)", face=GRAPH_FACE, edge=GRAPH_EDGE, dashed=True, color="#006d2c")
+            "for 8)", face=GRAPH_FACE, edge=GRAPH_EDGE, dashed=True, color=GRAPH_TITLE)
     _box(ax, 3.68, 5.2, 1.8, 0.65, ["draft model forward\nover input_tokens[row]"], face=ROW_FACE)
     _box(ax, 6.12, 4.15, 2.1, 1.7, ["Gumbel sampling kernel", "one program per row", "slot = idx_mapping[row]",
                                    "T = temperature[slot]", "q = logits[row] / T"]
