@@ -43,6 +43,12 @@ def check_mapping_dtype(mapping: torch.Tensor, name: str = "idx_mapping") -> Non
     )
 
 
+def same_device(a, b) -> bool:
+    """torch.device("cuda") and torch.device("cuda:0") are one device; `==` says they differ."""
+    a, b = torch.device(a), torch.device(b)
+    return (a.type, a.index or 0) == (b.type, b.index or 0)
+
+
 def check_same_device(**tensors: torch.Tensor) -> torch.device:
     """All tensors of one launch must live on one device; name the odd one out."""
     devices = {name: t.device for name, t in tensors.items() if t is not None}

@@ -91,15 +91,15 @@ def test_using_backend_restores_the_previous_backend_even_on_error():
 
 @pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="compares the interpreter with torch")
 def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
+    from labkit.config import DrafterConfig
     from labkit.corpus import sample_prompts
-    from labkit.engine import Engine, EngineConfig, make_requests
-    from labkit.speculator import FixSwitches
+    from labkit.engine import Engine, make_requests
 
     def run(name):
         previous = labkit.set_backend(name)
         try:
             reqs = make_requests(models.tokenizer, sample_prompts(6, 4), 4, min_new_tokens=10, max_new_tokens=30)
-            cfg = EngineConfig(num_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8), fix=FixSwitches.before())
+            cfg = DrafterConfig(k=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8)).before_fix()
             return Engine(models, cfg).generate(reqs).outputs
         finally:
             labkit.set_backend(previous)

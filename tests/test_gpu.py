@@ -355,7 +355,7 @@ def test_compiled_dflash_prepare_matches_reference(pad_value, num_reqs):
     for backend in ("triton", "torch"):
         sm = torch.full((M * k,), 99, dtype=torch.int32, device=DEVICE)
         sp = torch.full((M * k,), 99, dtype=torch.int64, device=DEVICE)
-        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, num_steps=k,
+        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, k=k,
                                       pad_value=pad_value, backend=backend)
         outs.append((sm, sp))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
@@ -581,13 +581,12 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
     each element of the live q is one colliding row's value. Which row wins is the GPU's race
     (measured by python -m labkit.gpu --sections race_blocks), so it is not asserted here."""
     from labkit.engine import Engine
-    from labkit.modes import engine_config_for
+    from labkit.modes import mode_named
     from labkit.repro import BenchConfig, bench_requests
 
     cfg = BenchConfig(prompts=24)
-    config = engine_config_for(mode, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
-                               capture_sizes=cfg.capture_sizes, record=True)
-    run = Engine(gpu_models, config).generate(bench_requests(cfg, gpu_models.tokenizer))
+    config = mode_named(mode).config.at_shapes_of(cfg.shapes)
+    run = Engine(gpu_models, config, record=True).generate(bench_requests(cfg, gpu_models.tokenizer))
     checked = 0
     for rec in run.records:
         launch = rec.launch
@@ -604,16 +603,17 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
 @needs_compiled
 @pytest.mark.parametrize("capture_sizes", [(1, 2, 4, 8), (1, 2, 4, 8, 16)])
 def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capture_sizes, gpu_models):
+    from labkit.config import DrafterConfig
     from labkit.corpus import sample_prompts
     from labkit.engine import Engine, make_requests
-    from labkit.modes import engine_config_for
+    from labkit.modes import mode_named
 
-    shapes = dict(num_steps=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
+    shapes = DrafterConfig(k=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
 
     def run(mode, record=False):
         requests = make_requests(gpu_models.tokenizer, sample_prompts(24, 3), 3, min_new_tokens=12,
                                  max_new_tokens=40, arrivals_per_step=0.7)
-        engine = Engine(gpu_models, engine_config_for(mode, record=record, **shapes))
+        engine = Engine(gpu_models, mode_named(mode).config.at_shapes_of(shapes), record=record)
         return engine, engine.generate(requests)
 
     _, eager = run("eager")

@@ -232,7 +232,7 @@ def test_dflash_prepare_matches_reference(pad_value, num_reqs):
     for backend in (KERNEL_BACKEND, "torch"):
         sm = torch.full((M * k,), 99, dtype=torch.int32, device=DEVICE)
         sp = torch.full((M * k,), 99, dtype=torch.int64, device=DEVICE)
-        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, num_steps=k, pad_value=pad_value,
+        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, k=k, pad_value=pad_value,
                                       backend=backend)
         outs.append((sm.cpu(), sp.cpu()))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

@@ -38,7 +38,7 @@ def _inputs():
     """docs/MECHANICS.md's second step (7 live rows in a graph of 8), with the fill: row 7 holds -1."""
     import torch
 
-    from labkit.runs import MECHANICS_SCHEDULE
+    from labkit.scenario import MECHANICS_SCHEDULE
 
     live = list(MECHANICS_SCHEDULE[1])
     rows = len(MECHANICS_SCHEDULE[0])

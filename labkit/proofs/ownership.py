@@ -156,7 +156,7 @@ def trace_launch(
     positions: torch.Tensor,
     *,
     live_slots: Sequence[int],
-    num_steps: int = 1,
+    k: int = 1,
     draft_step: int = 0,
     samples_per_req: int = 1,
     masked: bool = True,
@@ -172,7 +172,7 @@ def trace_launch(
 
     M, V = temperature.numel(), logits.shape[1]
     if draft_logits is None:
-        draft_logits = torch.zeros(M, num_steps, V, dtype=torch.float32, device=logits.device)
+        draft_logits = torch.zeros(M, k, V, dtype=torch.float32, device=logits.device)
     trace = WriteTrace.empty(M, draft_logits.shape[1], logits.device)
     tokens = gumbel_sample(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step=draft_step,
                            samples_per_req=samples_per_req, masked=masked, trace=trace, backend=backend)

@@ -74,18 +74,18 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     `bench`: a BenchResult to draw instead of running the bench (the default modes over
     `bench_prompts` prompts).
     """
+    from labkit.config import DrafterConfig
     from labkit.modes import DEFAULT_MODES
     from labkit.repro import BenchConfig, run_bench
-    from labkit.runs import engine_run, timeline_run
-    from labkit.speculator import FixSwitches
+    from labkit.runs import engine_source, timeline_run
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [save_png(moving_parts(), out / "moving_parts.png"),
              save_png(moving_parts(show_fix=True), out / "moving_parts_fixed.png")]
 
-    before = engine_run("autoregressive", False, False, -1, explorer_prompts)
-    after = engine_run("autoregressive", True, True, -1, explorer_prompts)
+    runs = engine_source(explorer_prompts)
+    before, after = runs(DrafterConfig().before_fix()), runs(DrafterConfig().with_pr_fix())
     width = max(launched_width(before.launches), launched_width(after.launches))
     fig = compare_mappings([
         ("before the fix: stale slots stay in padded rows", mapping_grid(before.launches, before.steps, width)),
@@ -93,10 +93,11 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     ])
     paths.append(save_png(fig, out / "mapping_heatmap.png"))
 
-    shrunk = timeline_run(fix=FixSwitches.before()).launches[-1]
+    timeline = timeline_run()  # docs/MECHANICS.md's, before the fix
+    shrunk = timeline.launches[-1]
     paths.append(save_png(ownership_map(shrunk, title="docs/MECHANICS.md's timeline, step t+1 (slot 3 finished)"),
                           out / "ownership_map.png"))
-    paths.append(save_png(q_used_vs_drawn(timeline_q_pair()), out / "q_used_vs_drawn.png"))
+    paths.append(save_png(q_used_vs_drawn(timeline_q_pair(timeline)), out / "q_used_vs_drawn.png"))
 
     if bench is None:
         bench = run_bench(BenchConfig(prompts=bench_prompts), DEFAULT_MODES, progress=False)

@@ -25,6 +25,7 @@ import torch
 from labkit import backends
 from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.kernels.noise import SALT_DRAFT
+from labkit.models import one_thread_on_cpu
 from labkit.workshop.memory import GUARD_ROWS, Access, AccessLog, Guarded, GuardedTensor, recording
 
 M = 8  # slots (max_num_reqs)
@@ -86,13 +87,8 @@ def kit_work_on(device):
     if torch.device(device).type != "cpu":
         yield
         return
-    previous = torch.get_num_threads()
-    with backends.using_backend("torch"):
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(previous)
+    with backends.using_backend("torch"), one_thread_on_cpu(device):
+        yield
 
 
 def kernel_device() -> torch.device:

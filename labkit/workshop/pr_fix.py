@@ -50,10 +50,10 @@ PIECES: dict[str, tuple[str, tuple[Piece, ...]]] = {
               mark=r">= 0|valid,"),
         Piece("labkit.kernels.gumbel:gumbel_sample_torch", "if not bool(valid[row])", "continue",
               mark=r"valid\[row\]")),),
-    "c": ("labkit/kernels/dflash_prep.py, prepare_dflash_sample_mapping_torch; labkit/speculator.py, FixSwitches", (
-        Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", "live = num_reqs * num_steps",
+    "c": ("labkit/kernels/dflash_prep.py, prepare_dflash_sample_mapping_torch; labkit/config.py, FixSwitches", (
+        Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", "live = num_reqs * k",
               "sample_idx_mapping[live:] = pad_value", mark=r"pad_value"),
-        Piece("labkit.speculator:FixSwitches", "dflash_pad: int", mark=r"dflash_pad")),),
+        Piece("labkit.config:FixSwitches", "dflash_pad: int", mark=r"dflash_pad")),),
     "d": ("labkit/kernels/gumbel.py, gumbel_sample_kernel", (
         Piece("labkit.kernels.gumbel", "if STORE_Q:", "tl.store(q_row + offs", mark=r"int64\)"),)),
 }
