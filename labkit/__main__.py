@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 BACKEND_CHOICES = ("auto", "torch", "interpreter", "triton")
 BACKEND_HELP = (

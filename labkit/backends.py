@@ -25,7 +25,7 @@ import sys
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 BACKENDS = ("triton", "interpreter", "torch")
 
@@ -181,6 +181,28 @@ def backend() -> str:
     return _current
 
 
+def why_unavailable(name: str) -> str | None:
+    """Why this process cannot run backend `name` now, or None if it can: the one place the rule lives.
+
+    'torch' always runs; 'interpreter' and 'triton' only as the kernels were defined at import
+    (Triton fixes compiled or interpreted at decoration time), and 'triton' needs a CUDA device.
+    """
+    if name == "torch":
+        return None
+    if not HAS_TRITON:
+        return (f"backend {name!r} runs the Triton kernels, and Triton is not installed here (it installs on "
+                "Linux); 'torch' runs the kernels' torch references")
+    if name == "interpreter" and not KERNELS_INTERPRETED:
+        return ("the Triton kernels were compiled for the GPU when labkit was imported; set "
+                "LABKIT_BACKEND=interpreter before importing labkit to run them in the interpreter")
+    if name == "triton" and KERNELS_INTERPRETED:
+        return ("the Triton kernels were defined for the interpreter when labkit was imported, so compiled "
+                "kernels are not available in this process; use 'interpreter' or 'torch' here")
+    if name == "triton" and not HAS_CUDA:
+        return "compiled Triton kernels need a CUDA device; 'interpreter' runs the same source on the CPU"
+    return None
+
+
 def set_backend(name: str) -> str:
     """Switch backends; returns the previous one.
 
@@ -192,16 +214,9 @@ def set_backend(name: str) -> str:
     if not isinstance(name, str) or name.strip().lower() not in BACKENDS:
         raise LabkitInputError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     name = name.strip().lower()
-    if name == "interpreter" and not KERNELS_INTERPRETED:
-        raise RuntimeError(
-            "the Triton kernels were compiled for the GPU when labkit was imported; "
-            "set LABKIT_BACKEND=interpreter before importing labkit to run them in the interpreter"
-        )
-    if name == "triton" and (not HAS_TRITON or KERNELS_INTERPRETED or not HAS_CUDA):
-        raise RuntimeError(
-            "compiled Triton kernels need Triton and a CUDA device, and LABKIT_BACKEND must not "
-            "have chosen the interpreter at import"
-        )
+    reason = why_unavailable(name)
+    if reason:
+        raise RuntimeError(reason)
     previous, _current = _current, name
     _say_once_if_torch()
     return previous

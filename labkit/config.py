@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from labkit.checks import LabkitInputError, check_capture_sizes, check_int
+from labkit.checks import check_capture_sizes, check_int
+from labkit.errors import LabkitInputError
 
 DRAFTERS = ("autoregressive", "dflash")
 

@@ -27,8 +27,9 @@ from typing import Callable
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError, check_backend, check_int, same_device
+from labkit.checks import check_backend, check_int, same_device
 from labkit.config import DrafterConfig
+from labkit.errors import LabkitInputError
 from labkit.kernels.rejection import rejection_sample
 from labkit.models import ToyModels, encode_context
 from labkit.speculator import LaunchRecord, Speculator, build_speculator

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from labkit.checks import LabkitInputError
 from labkit.config import DrafterConfig, FixSwitches
+from labkit.errors import LabkitInputError
 
 
 @dataclass(frozen=True)

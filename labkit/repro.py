@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from labkit import backends
-from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.config import DrafterConfig
 from labkit.corpus import sample_prompts, word_share_in_corpus
 from labkit.engine import Engine, RunResult, make_requests
+from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.models import ToyModels, load_toy_models, one_thread_on_cpu
 from labkit.modes import DEFAULT_MODES, MODES, resolve_modes
 

@@ -17,8 +17,8 @@ from typing import Callable
 import torch
 
 from labkit.backends import using_backend
-from labkit.checks import PaddedSlotOutOfBoundsError
 from labkit.config import DrafterConfig
+from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.scenario import LONG_SCHEDULE, MECHANICS_SCHEDULE, TIMELINE, propose_inputs
 from labkit.speculator import LaunchRecord, build_speculator
 

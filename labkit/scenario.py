@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import torch
 
-from labkit.checks import LabkitInputError
 from labkit.config import DrafterConfig
+from labkit.errors import LabkitInputError
 
 # MECHANICS.md's timeline: 8 live requests in slots 0..7, then slot 3 finishes (capture sizes 1, 2, 4, 8).
 MECHANICS_SCHEDULE: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7))

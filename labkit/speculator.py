@@ -31,16 +31,9 @@ from typing import Callable
 
 import torch
 
-from labkit.checks import (
-    LabkitInputError,
-    check_mapping_dtype,
-    check_num_reqs,
-    check_same_device,
-    check_temperatures,
-    padded_slot_error,
-    same_device,
-)
+from labkit.checks import check_mapping_dtype, check_num_reqs, check_same_device, check_temperatures, same_device
 from labkit.config import DrafterConfig
+from labkit.errors import LabkitInputError, padded_slot_error
 from labkit.graphs import GraphRunner
 from labkit.kernels.dflash_prep import prepare_dflash_sample_mapping
 from labkit.kernels.gumbel import WriteTrace, gumbel_sample

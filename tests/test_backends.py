@@ -12,7 +12,7 @@ import torch
 
 import labkit
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 
 def _python(code: str, env_extra: dict, tmp_path=None, block_triton=False) -> subprocess.CompletedProcess:

@@ -12,10 +12,10 @@ import pytest
 import torch
 from kernel_cases import DEVICE, ORDERED
 
-from labkit.checks import LabkitInputError
 from labkit.config import DrafterConfig, FixSwitches
 from labkit.corpus import sample_prompts
 from labkit.engine import Engine, Request, RequestStateTable, make_requests
+from labkit.errors import LabkitInputError
 from labkit.kernels.gumbel import gumbel_sample
 from labkit.models import TinyLM, ToyModels, load_toy_models
 from labkit.speculator import build_speculator

@@ -11,9 +11,9 @@ import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, Q_TOL, launch_case
 
 from labkit import backends
-from labkit.checks import LabkitInputError
 from labkit.config import DrafterConfig
 from labkit.engine import Engine, Request, RequestStateTable
+from labkit.errors import LabkitInputError
 from labkit.graphs import GraphRunner
 from labkit.kernels import WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
 from labkit.kernels.gumbel import kernel_launcher

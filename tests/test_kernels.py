@@ -10,7 +10,7 @@ import pytest
 import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, ORDERED, Q_TOL, assert_q_from_rows, launch_case, scaled_rows
 
-from labkit.checks import PaddedSlotOutOfBoundsError
+from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.kernels import (
     WriteTrace,
     gumbel_sample,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.runs import timeline_run
 from labkit.scenario import LONG_SCHEDULE, MECHANICS_BATCH, MECHANICS_SCHEDULE, TIMELINE, propose_inputs
 from labkit.speculator import build_speculator

@@ -16,8 +16,8 @@ import torch
 from kernel_cases import DEVICE, ORDERED, Q_TOL, assert_q_from_rows
 
 from labkit import backends
-from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.config import DrafterConfig, FixSwitches
+from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.models import encode_context, load_toy_models
 from labkit.speculator import DFlashSpeculator, Speculator

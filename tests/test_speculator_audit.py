@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 
 from labkit import backends
-from labkit.checks import PaddedSlotOutOfBoundsError
+from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.proofs.audit_report import PaddingInvarianceError
 from labkit.proofs.speculator_audit import audit_speculator, batch_compositions, smallest_failing_batch
 from labkit.scenario import TIMELINE

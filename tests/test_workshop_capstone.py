@@ -17,8 +17,8 @@ from workshop_helpers import kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
-from labkit.checks import LabkitInputError
 from labkit.engine import Engine
+from labkit.errors import LabkitInputError
 from labkit.models import load_toy_models
 from labkit.modes import mode_named
 from labkit.repro import BenchConfig, bench_requests

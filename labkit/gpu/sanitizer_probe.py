@@ -55,7 +55,7 @@ def probe(case: str) -> dict:
     """Launch once and synchronise; say how far it got."""
     import torch
 
-    from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+    from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
     from labkit.kernels.gumbel import gumbel_sample
 
     result = {"case": case, "launched": False, "cuda_error": None, "refused": None}

@@ -20,15 +20,8 @@ from __future__ import annotations
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import (
-    LabkitInputError,
-    check_backend,
-    check_int,
-    check_mapping_dtype,
-    check_same_device,
-    check_tensor,
-    check_writable,
-)
+from labkit.checks import check_backend, check_int, check_mapping_dtype, check_same_device, check_tensor, check_writable
+from labkit.errors import LabkitInputError
 
 if _backend.HAS_TRITON:
     import triton

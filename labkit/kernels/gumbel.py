@@ -43,7 +43,8 @@ from dataclasses import dataclass
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import LabkitInputError, check_backend, check_int, check_power_of_two, padded_slot_error
+from labkit.checks import check_backend, check_int, check_power_of_two
+from labkit.errors import LabkitInputError, padded_slot_error
 from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_values
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key_torch
 

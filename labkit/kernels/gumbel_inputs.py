@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from labkit.checks import (
-    LabkitInputError,
+    FLOAT_DTYPES,
     check_int,
     check_mapping_dtype,
     check_no_nan,
@@ -19,10 +19,8 @@ from labkit.checks import (
     check_temperatures,
     check_tensor,
     check_writable,
-    padded_slot_error,
 )
-
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+from labkit.errors import LabkitInputError, padded_slot_error
 
 
 def check_layout(logits, idx_mapping, temperature, seeds, positions, draft_logits, trace, *, draft_step,

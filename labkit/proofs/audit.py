@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.audit_report import AuditReport, Corruption
 
 ROLES = ("input", "mapping", "output", "scratch")

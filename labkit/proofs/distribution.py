@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.stats import ChiSquare, chi_square, expected_tv, loglog_slope, total_variation, tv_curve
 
 DEFAULT_CONTEXT = "the kind baker lives in the "

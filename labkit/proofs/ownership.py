@@ -19,7 +19,7 @@ from typing import Sequence
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.speculator import LaunchRecord
 
 # What happened at one draft_logits[slot, step]: a live q stored by its own row alone ("ok"), by its

@@ -17,7 +17,7 @@ import contextlib
 from dataclasses import replace
 from typing import Sequence
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.audit import DEFAULT_POISONS, STALE, AuditReport, Buffer, audit_step
 from labkit.scenario import MECHANICS_BATCH, propose_inputs
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.models import ALPHABET
 from labkit.proofs.stats import total_variation
 from labkit.viz.style import BAD_COLOR, OK_COLOR, P_COLOR, QUIET_COLOR, ROW_COLOR, add_caption, legible, run_caption

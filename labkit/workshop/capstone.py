@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
 from labkit.config import FixSwitches
+from labkit.errors import LabkitInputError
 from labkit.proofs.ownership import OwnershipTable
 from labkit.workshop.answers import variant_of
 from labkit.workshop.feedback import CheckResult, Text, resolve
