@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.gpu.harness import graphed
+from labkit.gpu.timing import graphed
 from labkit.kernels.gumbel import gumbel_sample
 
 

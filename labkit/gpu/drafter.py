@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import torch
 
-from labkit.gpu.harness import measure
+from labkit.gpu.timing import measure
 
 TOY_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 

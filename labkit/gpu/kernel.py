@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from labkit.gpu.harness import graphed, measure, per_call
+from labkit.gpu.timing import graphed, measure, per_call
 from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample
 from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
 

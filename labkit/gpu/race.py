@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.gpu.harness import graphed
+from labkit.gpu.timing import graphed
 from labkit.kernels.gumbel import kernel_launcher, launch_config
 from labkit.scenario import MECHANICS_SCHEDULE
 

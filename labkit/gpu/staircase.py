@@ -12,8 +12,8 @@ import functools
 import torch
 
 from labkit.gpu.drafter import TOY_CAPTURE_SIZES, toy_speculator
-from labkit.gpu.harness import checkpoint, graphed, measure, per_call
 from labkit.gpu.kernel import REAL_VOCAB, STEP, kernel_case
+from labkit.gpu.timing import checkpoint, graphed, measure, per_call
 from labkit.kernels.gumbel import kernel_launcher
 
 KERNEL_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

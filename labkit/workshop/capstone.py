@@ -38,7 +38,7 @@ from labkit.errors import LabkitInputError
 from labkit.proofs.ownership import OwnershipTable
 from labkit.workshop.answers import variant_of
 from labkit.workshop.feedback import CheckResult, Text, resolve
-from labkit.workshop.harness import kernel_device, kit_work_on
+from labkit.workshop.launch_harness import kernel_device, kit_work_on
 from labkit.workshop.learner_sampler import LearnerSampler
 from labkit.workshop.learner_specs import LearnerDFlashSpeculator, LearnerSpeculator
 

@@ -35,7 +35,7 @@ from labkit.workshop.feedback import (
     resolve,
     solved,
 )
-from labkit.workshop.harness import kit_work_on
+from labkit.workshop.launch_harness import kit_work_on
 
 CONFIG = TIMELINE  # the checks' drafter: the timeline's shapes (the fix switches vary per speculator)
 M, K, CAPTURE_SIZES = CONFIG.max_num_reqs, CONFIG.k, CONFIG.capture_sizes
@@ -117,7 +117,7 @@ def run_timeline(exercise: HostExercise, learner: Callable, name: str):
     """Run the timeline, then a fresh speculator; returns (the first failure or None, warnings).
 
     name: what the learner calls the function (messages quote it). The kit's own kernels run on
-    the torch backend on the CPU (:func:`~labkit.workshop.harness.kit_work_on`).
+    the torch backend on the CPU (:func:`~labkit.workshop.launch_harness.kit_work_on`).
     """
     with kit_work_on(backends.default_device()):
         return _run_timeline(dataclasses.replace(exercise, name=name), learner)
