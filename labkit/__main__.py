@@ -101,17 +101,15 @@ def _backend_for(requested: str) -> str | None:
     """The backend to run under; None if this process cannot switch to it (the kernels were compiled
     at import and the interpreter is asked for: the caller re-runs the command in a fresh process)."""
     name = _auto_backend() if requested == "auto" else requested
-    if name == "interpreter" and backends.HAS_TRITON and not backends.KERNELS_INTERPRETED:
-        if os.environ.get("LABKIT_BACKEND", "").strip() == "interpreter":  # already the fresh process
-            raise UsageError("LABKIT_BACKEND=interpreter is set, yet the kernels were compiled at import")
-        return None
-    if name == "interpreter" and not backends.HAS_TRITON:
-        raise UsageError("--backend interpreter runs the Triton source, but Triton is not installed here "
-                         "(it installs on Linux); --backend torch runs the kernels' torch references")
-    if name == "triton" and not (backends.HAS_TRITON and backends.HAS_CUDA):
-        raise UsageError("--backend triton compiles the kernels for a CUDA GPU, and this machine has "
-                         f"{'no CUDA device' if backends.HAS_TRITON else 'no Triton'}; "
-                         "--backend interpreter runs the same Triton source on the CPU")
+    # A fresh process can define the kernels for the interpreter: only that one rule is this
+    # command's own; whether a backend runs here at all is backends.why_unavailable's.
+    fresh = None if os.environ.get("LABKIT_BACKEND", "").strip() != "interpreter" else backends.KERNELS_INTERPRETED
+    reason = backends.why_unavailable(name, kernels_interpreted=fresh)
+    if reason:
+        raise UsageError(f"--backend {name}: " + reason.replace("'interpreter'", "--backend interpreter")
+                         .replace("'torch'", "--backend torch"))
+    if name == "interpreter" and not backends.KERNELS_INTERPRETED:
+        return None  # the kernels were compiled at import: run the command again in a fresh process
     return name
 
 

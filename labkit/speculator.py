@@ -31,12 +31,20 @@ from typing import Callable
 
 import torch
 
-from labkit.checks import check_mapping_dtype, check_num_reqs, check_same_device, check_temperatures, same_device
+from labkit.checks import (
+    check_mapping_dtype,
+    check_no_nan,
+    check_num_reqs,
+    check_same_device,
+    check_temperatures,
+    same_device,
+)
 from labkit.config import DrafterConfig
 from labkit.errors import LabkitInputError, padded_slot_error
 from labkit.graphs import GraphRunner
 from labkit.kernels.dflash_prep import prepare_dflash_sample_mapping
 from labkit.kernels.gumbel import WriteTrace, gumbel_sample
+from labkit.kernels.sampling_state import SamplingState
 
 
 @dataclass
@@ -83,11 +91,15 @@ class Speculator:
 
     `config` says what runs (:class:`~labkit.config.DrafterConfig`); `record` keeps a
     :class:`LaunchRecord` of every propose call (`last_record`).
-    `validate` is passed to the sampling kernel (its input checks synchronise with a GPU, so
-    benchmarks turn them off). `sampler`, if given, replaces :func:`~labkit.kernels.gumbel.gumbel_sample`:
-    it is called as ``sampler(logits, idx_mapping, temperature, seeds, positions, draft_logits, *,
-    draft_step, samples_per_req, masked, trace)``, which both gumbel_sample and gumbel_sample_torch
-    accept (the workshop plugs a learner's kernel in here).
+    The step's inputs are checked once, when :meth:`copy_request_inputs` copies them in (slots,
+    temperatures, seeds, contexts, positions); the k sampling launches of a step trust them and
+    read nothing back (a read-back would synchronise with a GPU inside drafting). `validate`
+    adds one check per step, after drafting: no NaN in the live slots' q (NaN weights in the
+    draft model); benchmarks turn it off. `sampler`, if given, replaces
+    :func:`~labkit.kernels.gumbel.gumbel_sample`: it is called as ``sampler(logits, state, *,
+    draft_step, samples_per_req, masked, trace)`` with the speculator's
+    :class:`~labkit.kernels.sampling_state.SamplingState`, which both gumbel_sample and
+    gumbel_sample_torch accept (the workshop plugs a learner's kernel in here).
     """
 
     drafter = "autoregressive"
@@ -122,7 +134,7 @@ class Speculator:
         self.probabilistic = config.probabilistic
         self.record = record
         self.validate = validate
-        self.sampler = sampler if sampler is not None else functools.partial(gumbel_sample, validate=validate)
+        self.sampler = sampler if sampler is not None else functools.partial(gumbel_sample, validate=False)
         self.vocab_size = draft_model.vocab_size
         self.window = draft_model.context_len
         self._allocate_buffers(mapping_dtype)
@@ -232,6 +244,8 @@ class Speculator:
         if self.trace is not None:
             self.trace.reset()
         self.runner.run(num_reqs, self.run_rows)
+        if self.validate and self.draft_logits is not None:
+            check_no_nan("draft logits", self.draft_logits[self.idx_mapping[:num_reqs].to(torch.int64)])
         if self.record:
             self.last_record = self._make_record(num_reqs, rows)
         return self.draft_tokens[:num_reqs].clone()
@@ -250,12 +264,17 @@ class Speculator:
             raise padded_slot_error(f"{type(self).__name__} (graph of {rows} rows)",
                                     list(range(first, rows * self.samples_per_req)))
 
-    def _sample(self, logits, mapping, positions, draft_step, samples_per_req=1) -> torch.Tensor:
+    @property
+    def sampling_state(self) -> SamplingState:
+        """What the sampling launches read by row and by slot: the persistent buffers, by name."""
+        return SamplingState(self._sampling_mapping(), self.temperature, self.seeds, self._sampling_positions(),
+                             self.draft_logits)
+
+    def _sample(self, logits, draft_step, samples_per_req=1) -> torch.Tensor:
         if not self.probabilistic:
             # Greedy drafting: an argmax, no q kept, nothing stored by slot -- immune to the bug.
             return logits.argmax(dim=-1)
-        return self.sampler(logits, mapping, self.temperature, self.seeds, positions, self.draft_logits,
-                            draft_step=draft_step, samples_per_req=samples_per_req,
+        return self.sampler(logits, self.sampling_state, draft_step=draft_step, samples_per_req=samples_per_req,
                             masked=self.fix.mask_kernel, trace=self.trace)
 
     def run_rows(self, rows: int) -> None:
@@ -268,7 +287,7 @@ class Speculator:
             logits = self.model(self.input_tokens[:rows])[:, 0, :]
             if self.row_logits is not None:
                 self.row_logits[:rows, step].copy_(logits)
-            tokens = self._sample(logits, self.idx_mapping, self.positions, step)
+            tokens = self._sample(logits, step)
             self.draft_tokens[:rows, step].copy_(tokens)
             if step + 1 < self.k:
                 # The next step's context is this one's, shifted by the token just drafted.
@@ -277,6 +296,9 @@ class Speculator:
 
     def _sampling_mapping(self) -> torch.Tensor:
         return self.idx_mapping
+
+    def _sampling_positions(self) -> torch.Tensor:
+        return self.positions
 
     def _check_rows(self, rows) -> None:
         # A slice past the buffers' end would silently run fewer rows than asked for.
@@ -338,11 +360,14 @@ class DFlashSpeculator(Speculator):
         logits = self.model(self.input_tokens[:rows])[:, :k, :].reshape(rows * k, self.vocab_size)
         if self.row_logits is not None:
             self.row_logits[: rows * k, 0].copy_(logits)
-        tokens = self._sample(logits, self.sample_idx_mapping, self.sample_pos, 0, samples_per_req=k)
+        tokens = self._sample(logits, 0, samples_per_req=k)
         self.draft_tokens[:rows].copy_(tokens.view(rows, k))
 
     def _sampling_mapping(self) -> torch.Tensor:
         return self.sample_idx_mapping
+
+    def _sampling_positions(self) -> torch.Tensor:
+        return self.sample_pos
 
 
 def build_speculator(draft_model, config: DrafterConfig = DrafterConfig(), **kwargs) -> Speculator:

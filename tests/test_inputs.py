@@ -15,7 +15,7 @@ from labkit.config import DrafterConfig
 from labkit.engine import Engine, Request, RequestStateTable
 from labkit.errors import LabkitInputError
 from labkit.graphs import GraphRunner
-from labkit.kernels import WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
+from labkit.kernels import SamplingState, WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
 from labkit.kernels.gumbel import kernel_launcher
 from labkit.models import ToyModels, encode_context, load_toy_models
 from labkit.scenario import TIMELINE
@@ -47,7 +47,8 @@ def _launch(**change):
                 draft_logits=torch.zeros(M, K, V, device=DEVICE))
     kwargs = {name: change.pop(name) for name in list(change) if name not in args}
     args.update({name: fn(args[name]) if callable(fn) else fn for name, fn in change.items()})
-    return gumbel_sample(*args.values(), **kwargs)
+    logits = args.pop("logits")
+    return gumbel_sample(logits, SamplingState(**args), **kwargs)
 
 
 BAD_LAUNCHES = [
@@ -109,7 +110,7 @@ def test_gumbel_sample_refuses_values_it_cannot_sample_from(backend, change, mat
 def test_compiled_kernels_refuse_cpu_tensors_by_name():
     logits, mapping, temperature, seeds, positions = (t.cpu() for t in launch_case(11, 6, V, M))
     with pytest.raises(LabkitInputError, match="must be on CUDA"):
-        gumbel_sample(logits, mapping, temperature, seeds, positions, backend="triton")
+        gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions), backend="triton")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -117,14 +118,16 @@ def test_gumbel_sample_gives_the_same_answer_for_any_strides(backend):
     logits, mapping, temperature, seeds, positions = launch_case(12, 6, V, M, padded=2)
     q = torch.full((M, K, V), 3.0, device=DEVICE)
     trace = WriteTrace.empty(M, K, DEVICE)
-    want = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=1, trace=trace,
+    want = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=1, trace=trace,
                          backend=backend)
     # A draft_logits view with other slot and step strides, inside a bigger buffer that must stay as it was.
     big = torch.full((2 * M, K + 2, V), 3.0, device=DEVICE)
     q_view = big[::2, 1: K + 1]
     trace_b = WriteTrace.empty(M, K, DEVICE)
-    got = gumbel_sample(logits.t().contiguous().t(), strided(mapping), strided(temperature), strided(seeds),
-                        strided(positions), q_view, draft_step=1, trace=trace_b, backend=backend)
+    got = gumbel_sample(logits.t().contiguous().t(),
+                        SamplingState(strided(mapping), strided(temperature), strided(seeds), strided(positions),
+                                      q_view),
+                        draft_step=1, trace=trace_b, backend=backend)
     assert not logits.t().contiguous().t().is_contiguous() and not q_view.is_contiguous()
     assert torch.equal(got.cpu(), want.cpu())
     torch.testing.assert_close(q_view.cpu(), q.cpu(), **Q_TOL)
@@ -135,19 +138,20 @@ def test_gumbel_sample_gives_the_same_answer_for_any_strides(backend):
     # A temperature broadcast from one value (stride 0) is only read: it is fine too.
     one = torch.full((1,), 0.9, device=DEVICE)
     assert torch.equal(
-        gumbel_sample(logits, mapping, one.expand(M), seeds, positions, backend=backend).cpu(),
-        gumbel_sample(logits, mapping, torch.full((M,), 0.9, device=DEVICE), seeds, positions, backend=backend).cpu())
+        gumbel_sample(logits, SamplingState(mapping, one.expand(M), seeds, positions), backend=backend).cpu(),
+        gumbel_sample(logits, SamplingState(mapping, torch.full((M,), 0.9, device=DEVICE), seeds, positions),
+                      backend=backend).cpu())
 
 
 @pytest.mark.skipif(not backends.HAS_TRITON, reason="the launcher exists with Triton only")
 def test_kernel_launcher_refuses_layouts_it_would_misread():
     logits, mapping, temperature, seeds, positions = launch_case(12, 6, V, M)
     with pytest.raises(LabkitInputError, match=r"reads idx_mapping with stride 1.*\.contiguous\(\)"):
-        kernel_launcher(logits, strided(mapping), temperature, seeds, positions)
+        kernel_launcher(logits, SamplingState(strided(mapping), temperature, seeds, positions))
     with pytest.raises(LabkitInputError, match=r"reads logits with stride 1 along dimension 1"):
-        kernel_launcher(logits.t().contiguous().t(), mapping, temperature, seeds, positions)
+        kernel_launcher(logits.t().contiguous().t(), SamplingState(mapping, temperature, seeds, positions))
     with pytest.raises(LabkitInputError, match=r"block_v must be a power of two"):
-        kernel_launcher(logits, mapping, temperature, seeds, positions, block_v=48)
+        kernel_launcher(logits, SamplingState(mapping, temperature, seeds, positions), block_v=48)
 
 
 # -- DFlash preparation ------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import torch
 
 from labkit import backends
 from labkit.config import FixSwitches
+from labkit.kernels import SamplingState
 from labkit.proofs.ownership import OwnershipTable, trace_launch
 from labkit.scenario import MECHANICS_BATCH, TIMELINE, propose_inputs
 from labkit.speculator import DFlashSpeculator, Speculator
@@ -42,7 +43,8 @@ def test_trace_launch_is_the_same_table_in_the_kernel_and_in_torch(masked):
         args[1][7] = -1
     tables = []
     for backend in (KERNEL_BACKEND, "torch"):
-        table, tokens, q = trace_launch(*args, live_slots=[0, 1, 2, 4, 5, 6, 7], masked=masked, backend=backend)
+        table, tokens, q = trace_launch(args[0], SamplingState(*args[1:]), live_slots=[0, 1, 2, 4, 5, 6, 7],
+                                        masked=masked, backend=backend)
         tables.append((str(table), tokens.cpu()))
     assert tables[0][0] == tables[1][0] and torch.equal(tables[0][1], tables[1][1])
     table = tables[0][0]

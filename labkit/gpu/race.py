@@ -20,6 +20,7 @@ import torch
 
 from labkit.gpu.timing import graphed
 from labkit.kernels.gumbel import kernel_launcher, launch_config
+from labkit.kernels.sampling_state import SamplingState
 from labkit.scenario import MECHANICS_SCHEDULE
 
 TEMPERATURE = 0.8
@@ -51,7 +52,8 @@ class _Race:
         positions = torch.zeros(rows, dtype=torch.int64, device=device)
         self.logits = torch.empty(rows, vocab, device=device)
         self.q = torch.zeros(rows, 1, vocab, device=device)
-        launch, _ = kernel_launcher(self.logits, mapping, temperature, seeds, positions, self.q, draft_step=0,
+        state = SamplingState(mapping, temperature, seeds, positions, self.q)
+        launch, _ = kernel_launcher(self.logits, state, draft_step=0,
                                     masked=fixed, block_v=self.block_v, num_warps=self.num_warps)
         self.launch = graphed(launch, reps=1) if graph else launch
         self.gen = torch.Generator(device=device).manual_seed(seed)

@@ -48,7 +48,9 @@ def _inputs():
     temperature, g1 = _guarded(torch.full((rows,), 0.8))
     seeds, g2 = _guarded(torch.arange(rows, dtype=torch.int64))
     q, g3 = _guarded(torch.zeros(rows, 1, VOCAB))
-    return (logits, mapping, temperature, seeds, positions, q), (g1, g2, g3)
+    from labkit.kernels.sampling_state import SamplingState
+
+    return (logits, SamplingState(mapping, temperature, seeds, positions, q)), (g1, g2, g3)
 
 
 def probe(case: str) -> dict:

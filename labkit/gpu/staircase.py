@@ -57,7 +57,7 @@ def _staircase_points(size: int, vocab: int) -> list[dict]:
     # Fresh inputs per capture size: the graph of `size` rows; then the live count n goes down,
     # rows n.. holding -1, against a launch of exactly n rows.
     case = kernel_case(size, vocab)
-    slots = case[1]
+    slots = case[1].idx_mapping
     full_slots = slots.clone()
     graphs = _padded_graphs(case)
     checkpoint(f"kernel staircase: graphs of {size} rows")

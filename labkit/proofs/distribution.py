@@ -314,6 +314,7 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
     """
     from labkit.kernels.gumbel import gumbel_sample
     from labkit.kernels.rejection import rejection_sample
+    from labkit.kernels.sampling_state import SamplingState
 
     results = []
     with backends.using_backend(backend):
@@ -331,7 +332,7 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
         for k in ks:
             draft_logits = torch.zeros(n, k, V, device=device)
             drafts = torch.stack([
-                gumbel_sample(logits, mapping, temperature, seeds, pos0 + j, draft_logits, draft_step=j,
+                gumbel_sample(logits, SamplingState(mapping, temperature, seeds, pos0 + j, draft_logits), draft_step=j,
                               masked=not buggy)[:n]
                 for j in range(k)], dim=1)
             target = setup.target_logits.to(device).expand(n, k + 1, -1).contiguous()
