@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 BACKEND_CHOICES = ("auto", "torch", "interpreter", "triton")
 BACKEND_HELP = (
@@ -107,17 +107,15 @@ def _backend_for(requested: str) -> str | None:
     """The backend to run under; None if this process cannot switch to it (the kernels were compiled
     at import and the interpreter is asked for: the caller re-runs the command in a fresh process)."""
     name = _auto_backend() if requested == "auto" else requested
-    if name == "interpreter" and backends.HAS_TRITON and not backends.KERNELS_INTERPRETED:
-        if os.environ.get("LABKIT_BACKEND", "").strip() == "interpreter":  # already the fresh process
-            raise UsageError("LABKIT_BACKEND=interpreter is set, yet the kernels were compiled at import")
-        return None
-    if name == "interpreter" and not backends.HAS_TRITON:
-        raise UsageError("--backend interpreter runs the Triton source, but Triton is not installed here "
-                         "(it installs on Linux); --backend torch runs the kernels' torch references")
-    if name == "triton" and not (backends.HAS_TRITON and backends.HAS_CUDA):
-        raise UsageError("--backend triton compiles the kernels for a CUDA GPU, and this machine has "
-                         f"{'no CUDA device' if backends.HAS_TRITON else 'no Triton'}; "
-                         "--backend interpreter runs the same Triton source on the CPU")
+    # A fresh process can define the kernels for the interpreter: only that one rule is this
+    # command's own; whether a backend runs here at all is backends.why_unavailable's.
+    fresh = None if os.environ.get("LABKIT_BACKEND", "").strip() != "interpreter" else backends.KERNELS_INTERPRETED
+    reason = backends.why_unavailable(name, kernels_interpreted=fresh)
+    if reason:
+        raise UsageError(f"--backend {name}: " + reason.replace("'interpreter'", "--backend interpreter")
+                         .replace("'torch'", "--backend torch"))
+    if name == "interpreter" and not backends.KERNELS_INTERPRETED:
+        return None  # the kernels were compiled at import: run the command again in a fresh process
     return name
 
 
@@ -187,16 +185,16 @@ def _agenda(args) -> int:
 
 
 def _docs(args) -> int:
-    from labkit import docblocks
+    from labkit import docblocks, taught
 
     stale = []
     for name in docblocks.DOCUMENTS:
         path = docblocks.ROOT / name
         if args.write:
-            written = docblocks.write_into(path)
+            written = docblocks.write_into(path, taught.all_renderers())
             print(f"{name}: rendered {', '.join(written) or 'no blocks'}")
         else:
-            stale += [f"{name}: {key}" for key in docblocks.stale_blocks(path)]
+            stale += [f"{name}: {key}" for key in docblocks.stale_blocks(path, taught.all_renderers())]
     if stale:
         print("blocks that differ from their records (python -m labkit docs --write):\n  " + "\n  ".join(stale))
         return 1

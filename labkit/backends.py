@@ -25,7 +25,7 @@ import sys
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 BACKENDS = ("triton", "interpreter", "torch")
 
@@ -35,21 +35,48 @@ HAS_TRITON = importlib.util.find_spec("triton") is not None
 HAS_CUDA = torch.cuda.is_available()
 
 
+_AS_IMPORTED = object()
+
+
+def why_unavailable(name: str, *, kernels_interpreted=_AS_IMPORTED) -> str | None:
+    """Why this process cannot run backend `name` now, or None if it can: the one place the rule lives.
+
+    'torch' always runs; 'triton' needs Triton and a CUDA device, 'interpreter' needs Triton; and
+    both run only as the kernels were defined (Triton fixes compiled or interpreted at decoration
+    time): `kernels_interpreted` says how, by default as they were at import; None while they are
+    not defined yet (the import-time choice asks with None). The import-time chooser,
+    :func:`set_backend` and ``python -m labkit --backend`` all ask here.
+    """
+    if kernels_interpreted is _AS_IMPORTED:
+        kernels_interpreted = KERNELS_INTERPRETED
+    if name == "torch":
+        return None
+    if name == "interpreter" and not HAS_TRITON:
+        return ("backend 'interpreter' runs the Triton kernels, and Triton is not installed here (it installs on "
+                "Linux); 'torch' runs the kernels' torch references")
+    if name == "interpreter" and kernels_interpreted is False:
+        return ("the Triton kernels were compiled for the GPU when labkit was imported; set "
+                "LABKIT_BACKEND=interpreter before importing labkit to run them in the interpreter")
+    if name == "triton" and kernels_interpreted:
+        return ("the Triton kernels were defined for the interpreter when labkit was imported, so compiled "
+                "kernels are not available in this process; use 'interpreter' or 'torch' here")
+    if name == "triton" and not (HAS_TRITON and HAS_CUDA):
+        return ("backend 'triton' compiles the kernels for a CUDA GPU: it needs both Triton and a CUDA device, "
+                f"and this machine has {'no CUDA device' if HAS_TRITON else 'no Triton'}; "
+                "'interpreter' runs the same Triton source on the CPU, 'torch' the kernels' torch references")
+    return None
+
+
 def _choose_at_import() -> str:
     requested = os.environ.get("LABKIT_BACKEND", "").strip().lower()
     if requested and requested not in BACKENDS:
         raise ValueError(
             f"LABKIT_BACKEND={requested!r} is not a backend; choose one of {', '.join(BACKENDS)}"
         )
-    if requested == "triton" and not (HAS_TRITON and HAS_CUDA):
-        raise RuntimeError(
-            "LABKIT_BACKEND=triton needs both Triton and a CUDA device; "
-            f"found triton={'yes' if HAS_TRITON else 'no'}, cuda={'yes' if HAS_CUDA else 'no'}. "
-            "Use 'interpreter' (Triton on the CPU) or 'torch' instead."
-        )
-    if requested in ("triton", "interpreter") and not HAS_TRITON:
-        raise RuntimeError(f"LABKIT_BACKEND={requested} needs Triton, which is not installed")
     if requested:
+        reason = why_unavailable(requested, kernels_interpreted=None)  # the kernels are not defined yet
+        if reason:
+            raise RuntimeError(f"LABKIT_BACKEND={requested}: {reason}")
         return requested
     if not HAS_TRITON:
         return "torch"
@@ -192,16 +219,9 @@ def set_backend(name: str) -> str:
     if not isinstance(name, str) or name.strip().lower() not in BACKENDS:
         raise LabkitInputError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     name = name.strip().lower()
-    if name == "interpreter" and not KERNELS_INTERPRETED:
-        raise RuntimeError(
-            "the Triton kernels were compiled for the GPU when labkit was imported; "
-            "set LABKIT_BACKEND=interpreter before importing labkit to run them in the interpreter"
-        )
-    if name == "triton" and (not HAS_TRITON or KERNELS_INTERPRETED or not HAS_CUDA):
-        raise RuntimeError(
-            "compiled Triton kernels need Triton and a CUDA device, and LABKIT_BACKEND must not "
-            "have chosen the interpreter at import"
-        )
+    reason = why_unavailable(name)
+    if reason:
+        raise RuntimeError(reason)
     previous, _current = _current, name
     _say_once_if_torch()
     return previous

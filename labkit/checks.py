@@ -1,4 +1,4 @@
-"""Errors the kit raises on purpose, and the input checks that raise them.
+"""The input checks, run where inputs enter the kit (they raise :mod:`labkit.errors`' errors).
 
 Each message says what is wrong and what to do, because most of them are met by learners
 who are in the middle of changing a kernel.
@@ -12,16 +12,9 @@ from typing import Iterable
 import torch
 
 from labkit import backends
+from labkit.errors import LabkitInputError
 
-
-class LabkitInputError(ValueError):
-    """A caller passed something the kit cannot run correctly."""
-
-
-class PaddedSlotOutOfBoundsError(RuntimeError):
-    """A kernel without the `slot >= 0` mask was about to run on a row whose slot is -1."""
-
-
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 SIGNED_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
 
 
@@ -41,6 +34,12 @@ def check_mapping_dtype(mapping: torch.Tensor, name: str = "idx_mapping") -> Non
         f"{name} must be a signed integer tensor (torch.int32), got {mapping.dtype}: "
         "it holds request-state slot numbers, with -1 for padded rows"
     )
+
+
+def same_device(a, b) -> bool:
+    """torch.device("cuda") and torch.device("cuda:0") are one device; `==` says they differ."""
+    a, b = torch.device(a), torch.device(b)
+    return (a.type, a.index or 0) == (b.type, b.index or 0)
 
 
 def check_same_device(**tensors: torch.Tensor) -> torch.device:
@@ -78,23 +77,6 @@ def check_num_reqs(num_reqs: int, max_num_reqs: int) -> None:
         )
 
 
-def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] = (-1,)) -> PaddedSlotOutOfBoundsError:
-    """The refusal of an unmasked launch whose `rows` hold the negative `slots` (named as they are)."""
-    shown = ", ".join(str(r) for r in rows[:8]) + (" ..." if len(rows) > 8 else "")
-    values = sorted(set(int(s) for s in slots), reverse=True)
-    which = ", ".join(str(v) for v in values[:4])
-    first = values[0] if values else -1
-    noun = "slot" if len(values) == 1 else "slots"
-    return PaddedSlotOutOfBoundsError(
-        f"{kernel}: rows [{shown}] hold {noun} {which} (padding), but the kernel was launched without "
-        f"the `slot >= 0` mask. It would read temperature[{first}] and seeds[{first}] and store to "
-        f"draft_logits[{first}, ...]: an out-of-bounds access before the start of each buffer "
-        "(another tensor's memory on a GPU, heap garbage or a crash on the CPU). Filling the "
-        "padded rows with -1 is only half of the fix: also launch the masked kernel "
-        "(mask loads with `other`, and store with `mask=in_vocab & (slot >= 0)`)."
-    )
-
-
 # -- scalars and switches ------------------------------------------------------------------------
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
@@ -128,16 +110,9 @@ def check_backend(backend: str | None) -> str:
             f"backend must be one of {', '.join(repr(b) for b in backends.BACKENDS)} or None (the kit's "
             f"current backend), got {backend!r}"
         )
-    if backend == "interpreter" and not backends.KERNELS_INTERPRETED:
-        raise LabkitInputError(
-            "backend='interpreter' is not available: the Triton kernels were not defined for the "
-            "interpreter when labkit was imported (set LABKIT_BACKEND=interpreter before importing it)"
-        )
-    if backend == "triton" and (backends.KERNELS_INTERPRETED or not backends.HAS_TRITON or not backends.HAS_CUDA):
-        raise LabkitInputError(
-            "backend='triton' (compiled kernels) needs Triton and a CUDA device, and the kernels must "
-            "not have been defined for the interpreter; use 'interpreter' or 'torch' here"
-        )
+    reason = backends.why_unavailable(backend)
+    if reason:
+        raise LabkitInputError(f"backend={backend!r} is not available: {reason}")
     return backend
 
 

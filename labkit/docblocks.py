@@ -71,24 +71,16 @@ def render_into(text: str, renderers: Renderers) -> tuple[str, list[str]]:
     return text, written
 
 
-def write_into(path: str | Path, renderers: Renderers | None = None) -> list[str]:
+def write_into(path: str | Path, renderers: Renderers) -> list[str]:
     """Render every known block of the document at `path` in place; returns the keys written."""
     path = Path(path)
-    text, written = render_into(path.read_text(), renderers if renderers is not None else all_renderers())
+    text, written = render_into(path.read_text(), renderers)
     path.write_text(text)
     return written
 
 
-def stale_blocks(path: str | Path, renderers: Renderers | None = None) -> list[str]:
+def stale_blocks(path: str | Path, renderers: Renderers) -> list[str]:
     """Keys of the blocks in `path` whose text differs from their rendering (unknown keys included)."""
-    renderers = renderers if renderers is not None else all_renderers()
     text = Path(path).read_text()
     return [key for key in keys_in(text) if key not in renderers or rendered_in(text, key) != renderers[key]()]
 
-
-def all_renderers() -> Renderers:
-    """Every block the kit renders, from the records it ships: the agendas and the taught numbers."""
-    from labkit import taught
-    from labkit.workshop import agenda
-
-    return {**agenda.renderers(), **taught.renderers()}

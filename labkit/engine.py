@@ -27,10 +27,12 @@ from typing import Callable
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError, check_backend, check_int
+from labkit.checks import check_backend, check_int, check_no_nan, same_device
+from labkit.config import DrafterConfig
+from labkit.errors import LabkitInputError
 from labkit.kernels.rejection import rejection_sample
 from labkit.models import ToyModels, encode_context
-from labkit.speculator import FixSwitches, LaunchRecord, Speculator, make_speculator
+from labkit.speculator import LaunchRecord, Speculator, build_speculator
 
 
 @dataclass
@@ -75,22 +77,6 @@ class RequestStateTable:
     def remove(self, req: Request) -> None:
         self._owner[req.slot] = None
         # The slot's temperature and seed stay in the buffer (stale), as in a real engine.
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    drafter: str = "autoregressive"  # or "dflash"
-    num_steps: int = 4
-    max_num_reqs: int = 16
-    capture_sizes: tuple = (1, 2, 4, 8, 16)
-    use_graphs: bool = True
-    fix: FixSwitches = FixSwitches()
-    probabilistic: bool = True
-    record: bool = False
-    # Verification is not under test and runs outside the graph. In Triton's CPU interpreter the
-    # rejection kernel costs about a second per step, so there the engine verifies with its torch
-    # reference (tested equal to the kernel) unless told otherwise.
-    verify_backend: str | None = None
 
 
 @dataclass
@@ -148,41 +134,45 @@ def make_requests(tokenizer, prompts: list[str], seed: int = 0, *, min_new_token
 
 
 class Engine:
-    """Runs requests to completion with `config`'s drafter, or with a prebuilt `speculator`.
+    """Runs requests to completion with the drafter of `config`, or with a prebuilt `speculator`.
 
-    A prebuilt speculator (the workshop passes one whose sampler is a learner's kernel) must
-    match `config`: same drafter, k, fix, graph mode and drafting, room for config.max_num_reqs
-    slots, on the engine's device.
+    A prebuilt speculator (the workshop passes one whose sampler is a learner's kernel) brings
+    its own configuration and its own `record` setting. `record` keeps a :class:`StepRecord` per
+    engine step. Verification is not under test and runs outside the graph: in Triton's CPU
+    interpreter the rejection kernel costs about a second per step, so there the engine verifies
+    with its torch reference (tested equal to the kernel) unless `verify_backend` says otherwise.
     """
 
-    def __init__(self, models: ToyModels, config: EngineConfig = EngineConfig(), device=None, *,
-                 speculator: Speculator | None = None):
+    def __init__(self, models: ToyModels, config: DrafterConfig | None = None, *, record: bool = False,
+                 verify_backend: str | None = None, device=None, speculator: Speculator | None = None):
         if models.target.vocab_size != models.draft.vocab_size:
             raise LabkitInputError(
                 f"target vocab {models.target.vocab_size} != draft vocab {models.draft.vocab_size}: "
                 "speculative decoding compares p and q token by token, so both models need one vocabulary"
             )
+        if speculator is not None and (config is not None or record):
+            raise LabkitInputError("a prebuilt speculator brings its own config and record setting: pass "
+                                   "either speculator= or config/record, not both")
+        if speculator is not None and not isinstance(speculator, Speculator):
+            raise LabkitInputError(f"speculator must be a labkit Speculator, got {type(speculator).__name__}")
         self.device = torch.device(device) if device is not None else next(models.target.parameters()).device
         for name, model in (("target", models.target), ("draft", models.draft)):
             where = next(model.parameters()).device
-            if (where.type, where.index or 0) != (self.device.type, self.device.index or 0):
+            if not same_device(where, self.device):
                 raise LabkitInputError(f"the {name} model is on {where} but the engine runs on {self.device}: "
                                        "load the models there (load_toy_models(device))")
-        self.models = models
-        self.config = config
-        self.pad_id = models.tokenizer.pad_id
         if speculator is None:
-            speculator = make_speculator(
-                config.drafter, models.draft,
-                max_num_reqs=config.max_num_reqs, num_steps=config.num_steps,
-                capture_sizes=config.capture_sizes, use_graphs=config.use_graphs, fix=config.fix,
-                probabilistic=config.probabilistic, device=self.device, record=config.record,
-            )
-        else:
-            _check_speculator_matches(speculator, config, self.device)
+            speculator = build_speculator(models.draft, config or DrafterConfig(), device=self.device, record=record)
+        elif not same_device(speculator.device, self.device):
+            raise LabkitInputError(f"the speculator's buffers are on {speculator.device}, the engine runs on "
+                                   f"{self.device}")
+        self.models = models
         self.speculator = speculator
-        self.table = RequestStateTable(config.max_num_reqs, self.device)
-        verify = config.verify_backend
+        self.config = speculator.config
+        self.record = speculator.record
+        self.pad_id = models.tokenizer.pad_id
+        self.table = RequestStateTable(self.config.max_num_reqs, self.device)
+        verify = verify_backend
         if verify is None:
             verify = "torch" if backends.backend() == "interpreter" else backends.backend()
         self.verify_backend = check_backend(verify)
@@ -216,7 +206,7 @@ class Engine:
                 req.output.extend(kept)
                 totals["emitted"] += len(kept)
                 totals["nll"] += float(nll[i, : len(kept)].sum())
-            if self.config.record:
+            if self.record:
                 records.append(StepRecord(
                     step=step, rids=[r.rid for r in batch], slots=[r.slot for r in batch],
                     launch=self.speculator.last_record, num_emitted=emitted,
@@ -233,7 +223,7 @@ class Engine:
         wall = time.perf_counter() - start
         return RunResult(
             outputs={r.rid: list(r.output) for r in requests},
-            num_engine_steps=len(records) if self.config.record else step,
+            num_engine_steps=len(records) if self.record else step,
             num_drafted=totals["drafted"], num_accepted=totals["accepted"], num_emitted=totals["emitted"],
             target_nll_sum=totals["nll"], wall_s=wall, records=records,
         )
@@ -259,7 +249,7 @@ class Engine:
                 raise LabkitInputError(f"{what}: the prompt must be token ids in [0, vocab={vocab})")
 
     def _step(self, batch: list[Request], totals: dict):
-        k = self.config.num_steps
+        k = self.config.k
         histories = [r.prompt + r.output for r in batch]
         slots = [r.slot for r in batch]
         positions = torch.tensor([len(h) for h in histories], dtype=torch.int64, device=self.device)
@@ -272,10 +262,14 @@ class Engine:
         target_ctx = encode_context(prefixes, self.models.target.context_len, self.pad_id).to(self.device)
         target_logits = self.models.target(target_ctx)[:, 0, :].view(len(batch), k + 1, -1)
 
+        # The verification trusts what the engine hands it: slots, temperatures and seeds were
+        # checked when the speculator copied them in, the drafts come from it, inside the vocabulary.
+        # What enters here is the target's output, checked once.
+        check_no_nan("target_logits", target_logits)
         spec = self.speculator
         verdict = rejection_sample(
             target_logits, spec.draft_logits, drafts, spec.idx_mapping, self.table.temperature,
-            self.table.seeds, positions, backend=self.verify_backend,
+            self.table.seeds, positions, validate=False, backend=self.verify_backend,
         )
         totals["drafted"] += len(batch) * k
         totals["accepted"] += int(verdict.num_accepted.sum())
@@ -284,25 +278,3 @@ class Engine:
         safe_tokens = verdict.tokens.clamp(min=0)
         nll = -logp.gather(2, safe_tokens[:, :, None]).squeeze(2)
         return verdict, nll.cpu()
-
-
-def _check_speculator_matches(spec: Speculator, config: EngineConfig, device: torch.device) -> None:
-    """A prebuilt speculator must run what `config` describes, or the run's records would lie."""
-    if not isinstance(spec, Speculator):
-        raise LabkitInputError(f"speculator must be a labkit Speculator, got {type(spec).__name__}")
-    wanted = dict(drafter=config.drafter if config.drafter != "ar" else "autoregressive",
-                  num_steps=config.num_steps, fix=config.fix, probabilistic=config.probabilistic,
-                  use_graphs=config.use_graphs, capture_sizes=list(config.capture_sizes))
-    actual = dict(drafter=spec.drafter, num_steps=spec.num_steps, fix=spec.fix, probabilistic=spec.probabilistic,
-                  use_graphs=spec.runner.mode == "full", capture_sizes=spec.runner.capture_sizes)
-    differing = [f"{name}: config {wanted[name]!r}, speculator {actual[name]!r}"
-                 for name in wanted if wanted[name] != actual[name]]
-    if spec.max_num_reqs < config.max_num_reqs:
-        differing.append(f"max_num_reqs: config {config.max_num_reqs}, speculator {spec.max_num_reqs}")
-    if config.record and not spec.record:
-        differing.append("record: the config records steps, the speculator was built with record=False")
-    if (spec.device.type, spec.device.index or 0) != (device.type, device.index or 0):
-        differing.append(f"device: engine {device}, speculator {spec.device}")
-    if differing:
-        raise LabkitInputError("the speculator does not match the engine's config (" + "; ".join(differing)
-                               + "): build both from one mode, e.g. with labkit.modes")

@@ -24,7 +24,8 @@ from typing import Callable
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError, check_capture_sizes, check_int
+from labkit.checks import check_capture_sizes, check_int
+from labkit.errors import LabkitInputError
 
 StepFn = Callable[[int], None]
 MODES = ("full", "eager")

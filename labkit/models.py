@@ -27,7 +27,7 @@ bug".  Two things can break that on the CPU:
   how it splits depends on the batch size and even on the machine's load
   (seen with 2 threads on a busy 2-core AVX-512 machine: a batch of 1 differed
   from batches of 2+ in the last bits).  So the forward pass runs on one CPU
-  thread (:func:`_one_cpu_thread`); the toy models are small enough that this
+  thread (:func:`one_thread_on_cpu`); the toy models are small enough that this
   costs nothing measurable, and a row's result is then the same for any batch
   size, row position and torch thread count.
 
@@ -90,9 +90,13 @@ class CharTokenizer:
 
 
 @contextlib.contextmanager
-def _one_cpu_thread(device: torch.device):
-    """Run the enclosed CPU work on one intra-op thread (see "Batch invariance" above)."""
-    if device.type != "cpu":
+def one_thread_on_cpu(device: torch.device | str):
+    """Run the enclosed CPU work on one intra-op thread (see "Batch invariance" above).
+
+    The kit's tensors are tiny (rows x a 31-token vocabulary): intra-op threads only add
+    synchronisation, and on a busy 2-core machine a 2-thread pool made each small op ~1000x slower.
+    """
+    if torch.device(device).type != "cpu":
         yield
         return
     previous = torch.get_num_threads()
@@ -180,7 +184,7 @@ class TinyLM(nn.Module):
         return self
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        with _one_cpu_thread(tokens.device):
+        with one_thread_on_cpu(tokens.device):
             return self._forward(tokens)
 
     def _forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -264,6 +268,12 @@ def load_toy_models(device: str | torch.device = "cpu") -> ToyModels:
         raise ValueError(f"target vocab_size {target.vocab_size} != draft vocab_size "
                          f"{draft.vocab_size}")
     return ToyModels(tokenizer=tokenizer, target=target, draft=draft)
+
+
+@functools.lru_cache(maxsize=4)
+def shared_toy_models(device: str | torch.device = "cpu") -> ToyModels:
+    """One :func:`load_toy_models` per device for the whole process: read it, do not modify it."""
+    return load_toy_models(device)
 
 
 # --------------------------------------------------------------------------

@@ -7,7 +7,6 @@ eager run of the same drafter and draft sampling; :data:`LEGEND` says what the c
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
@@ -17,14 +16,13 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
-import torch
-
 from labkit import backends
-from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.config import DrafterConfig
 from labkit.corpus import sample_prompts, word_share_in_corpus
 from labkit.engine import Engine, RunResult, make_requests
-from labkit.models import ToyModels, load_toy_models
-from labkit.modes import DEFAULT_MODES, MODES, engine_config_for, resolve_modes
+from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.models import ToyModels, load_toy_models, one_thread_on_cpu
+from labkit.modes import DEFAULT_MODES, MODES, resolve_modes
 
 # What the table's words mean; printed under the table, in `repro --help` and in the JSON record.
 LEGEND = {
@@ -58,14 +56,20 @@ DIFF_MARK = ">>"  # where a response first differs from its eager reference (ASC
 
 @dataclass
 class BenchConfig:
+    """The bench's workload, and the shapes every mode runs at (its k, slots and capture sizes;
+    each mode brings its own drafter, graphs, fix and draft sampling)."""
+
     prompts: int = 50
     seed: int = 0
-    num_steps: int = 4
-    max_num_reqs: int = 16
-    capture_sizes: tuple = (1, 2, 4, 8, 16)
     min_new_tokens: int = 24
     max_new_tokens: int = 64
     arrivals_per_step: float = 0.5
+    shapes: DrafterConfig = DrafterConfig()
+
+    def to_json(self) -> dict:
+        workload = {k: v for k, v in asdict(self).items() if k != "shapes"}
+        s = self.shapes
+        return {**workload, "k": s.k, "max_num_reqs": s.max_num_reqs, "capture_sizes": list(s.capture_sizes)}
 
 
 @dataclass
@@ -111,8 +115,8 @@ class BenchResult:
     def to_json(self) -> dict:
         return {
             "modes": {name: r.to_json() for name, r in self.modes.items()},
-            "config": {**asdict(self.config), "capture_sizes": list(self.config.capture_sizes),
-                       **backends.describe(), "backend": self.backend, "total_wall_s": round(self.wall_s, 2)},
+            "config": {**self.config.to_json(), **backends.describe(), "backend": self.backend,
+                       "total_wall_s": round(self.wall_s, 2)},
             "backend": {"name": self.backend, "means": BACKEND_MEANS[self.backend],
                         "triton_source": TRITON_SOURCE[self.backend]},
             "legend": dict(LEGEND),
@@ -137,18 +141,16 @@ def bench_requests(cfg: BenchConfig, tokenizer, prompts: list[str] | None = None
 def run_mode(mode_name: str, cfg: BenchConfig, models: ToyModels, prompts: list[str],
              progress=None, device=None) -> RunResult:
     """One mode over the bench's workload (fresh requests, same seeds every time)."""
-    config = engine_config_for(mode_name, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
-                               capture_sizes=cfg.capture_sizes)
-    engine = Engine(models, config, device=device)
+    engine = Engine(models, MODES[mode_name].config.at_shapes_of(cfg.shapes), device=device)
     return engine.generate(bench_requests(cfg, models.tokenizer, prompts), progress=progress)
 
 
 def _checked(cfg: BenchConfig) -> BenchConfig:
     if isinstance(cfg.prompts, bool) or not isinstance(cfg.prompts, int) or cfg.prompts < 1:
         raise LabkitInputError(f"prompts must be a positive integer, got {cfg.prompts!r}")
-    if cfg.max_num_reqs > cfg.capture_sizes[-1]:
+    if cfg.shapes.max_num_reqs > cfg.shapes.capture_sizes[-1]:
         # More live requests than the largest graph would run eagerly: cap them at the graph.
-        cfg = replace(cfg, max_num_reqs=cfg.capture_sizes[-1])
+        cfg = replace(cfg, shapes=replace(cfg.shapes, max_num_reqs=cfg.shapes.capture_sizes[-1]))
     return cfg
 
 
@@ -163,18 +165,6 @@ def _score(name: str, run: RunResult, reference: RunResult, texts: dict[int, str
     res.wall_s = run.wall_s
     res.corpus_word_share = word_share_in_corpus(" ".join(texts.values()))
     return res
-
-
-@contextlib.contextmanager
-def _one_thread_on_cpu(device):
-    # The engine's tensors are tiny (rows x a 31-token vocabulary): intra-op threads only add
-    # synchronisation, and on a busy 2-core machine a 2-thread pool made each small op ~1000x slower.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1 if torch.device(device).type == "cpu" else previous)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: ToyModels | None = None,
@@ -198,7 +188,7 @@ def run_bench(cfg: BenchConfig = BenchConfig(), modes=DEFAULT_MODES, *, models: 
     for name in names:  # references first: every mode is scored against one already run
         reporter = _reporter(progress, name, cfg.prompts)
         try:
-            with _one_thread_on_cpu(device):
+            with one_thread_on_cpu(device):
                 runs[name] = run_mode(name, cfg, models, prompts, progress=reporter, device=device)
         except PaddedSlotOutOfBoundsError as err:
             results[name] = ModeResult(name, MODES[name].reference, identical_to_eager=None, corrupted=None,
@@ -308,8 +298,8 @@ def _legend_lines(words, width: int = 100) -> list[str]:
 def footer(result: BenchResult) -> list[str]:
     """What the numbers mean, the run's shapes, and which backend produced them."""
     cfg, name = result.config, result.backend
-    run = (f"{cfg.prompts} prompts, seed {cfg.seed}, k={cfg.num_steps}, max_num_reqs={cfg.max_num_reqs}, "
-           f"capture sizes {list(cfg.capture_sizes)}, {result.wall_s:.1f} s")
+    run = (f"{cfg.prompts} prompts, seed {cfg.seed}, k={cfg.shapes.k}, max_num_reqs={cfg.shapes.max_num_reqs}, "
+           f"capture sizes {list(cfg.shapes.capture_sizes)}, {result.wall_s:.1f} s")
     words = ["identical", "corrupted"] + (["refused"] if any(r.refused for r in result.modes.values()) else [])
     return [*_legend_lines(words), run,
             *textwrap.wrap(f"backend {name}: {BACKEND_MEANS[name]}. Triton source: {TRITON_SOURCE[name]}.", 100,

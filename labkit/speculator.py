@@ -14,8 +14,9 @@ Each step :meth:`Speculator.copy_request_inputs` writes the live part; the padde
 earlier steps left there unless the fix fills it. Then the drafter runs on ``num_reqs_padded``
 rows (graph mode) or ``num_reqs`` rows (eager), through :class:`~labkit.graphs.GraphRunner`.
 
-The three parts of the fix are independent switches (:class:`FixSwitches`) so that each can be
-turned on alone and its effect seen.
+What runs is one :class:`~labkit.config.DrafterConfig`: the drafter, k, the slots, the capture
+sizes, graphs or eager, and the three parts of the fix as independent switches
+(:class:`~labkit.config.FixSwitches`), so that each can be turned on alone and its effect seen.
 
 Upstream this is ``DraftModelSpeculator`` in ``vllm/v1/worker/gpu/spec_decode/speculator.py`` (its
 ``_copy_request_inputs`` holds the host-side fill) and ``DFlashSpeculator`` in
@@ -31,40 +32,19 @@ from typing import Callable
 import torch
 
 from labkit.checks import (
-    LabkitInputError,
-    check_int,
     check_mapping_dtype,
+    check_no_nan,
     check_num_reqs,
     check_same_device,
     check_temperatures,
-    padded_slot_error,
+    same_device,
 )
+from labkit.config import DrafterConfig
+from labkit.errors import LabkitInputError, padded_slot_error
 from labkit.graphs import GraphRunner
 from labkit.kernels.dflash_prep import prepare_dflash_sample_mapping
 from labkit.kernels.gumbel import WriteTrace, gumbel_sample
-
-
-@dataclass(frozen=True)
-class FixSwitches:
-    """The parts of PR #47066, each on or off.
-
-    fill_padding: after copying the live rows, set ``idx_mapping[num_reqs:] = -1`` (host side).
-    mask_kernel:  launch the sampling kernel that masks its loads and its store on ``slot >= 0``.
-    dflash_pad:   the value DFlash's input preparation writes into padded sample rows (0 before,
-                  -1 after).
-    """
-
-    fill_padding: bool = True
-    mask_kernel: bool = True
-    dflash_pad: int = -1
-
-    @classmethod
-    def before(cls) -> "FixSwitches":
-        return cls(fill_padding=False, mask_kernel=False, dflash_pad=0)
-
-    @classmethod
-    def after(cls) -> "FixSwitches":
-        return cls()
+from labkit.kernels.sampling_state import SamplingState
 
 
 @dataclass
@@ -109,11 +89,17 @@ class LaunchRecord:
 class Speculator:
     """Autoregressive drafter (EAGLE/MTP style): k draft steps, each a forward and a sampling launch.
 
-    `validate` is passed to the sampling kernel (its input checks synchronise with a GPU, so
-    benchmarks turn them off). `sampler`, if given, replaces :func:`~labkit.kernels.gumbel.gumbel_sample`:
-    it is called as ``sampler(logits, idx_mapping, temperature, seeds, positions, draft_logits, *,
-    draft_step, samples_per_req, masked, trace)``, which both gumbel_sample and gumbel_sample_torch
-    accept (the workshop plugs a learner's kernel in here).
+    `config` says what runs (:class:`~labkit.config.DrafterConfig`); `record` keeps a
+    :class:`LaunchRecord` of every propose call (`last_record`).
+    The step's inputs are checked once, when :meth:`copy_request_inputs` copies them in (slots,
+    temperatures, seeds, contexts, positions); the k sampling launches of a step trust them and
+    read nothing back (a read-back would synchronise with a GPU inside drafting). `validate`
+    adds one check per step, after drafting: no NaN in the live slots' q (NaN weights in the
+    draft model); benchmarks turn it off. `sampler`, if given, replaces
+    :func:`~labkit.kernels.gumbel.gumbel_sample`: it is called as ``sampler(logits, state, *,
+    draft_step, samples_per_req, masked, trace)`` with the speculator's
+    :class:`~labkit.kernels.sampling_state.SamplingState`, which both gumbel_sample and
+    gumbel_sample_torch accept (the workshop plugs a learner's kernel in here).
     """
 
     drafter = "autoregressive"
@@ -121,45 +107,42 @@ class Speculator:
     def __init__(
         self,
         draft_model: torch.nn.Module,
+        config: DrafterConfig = DrafterConfig(),
         *,
-        max_num_reqs: int = 16,
-        num_steps: int = 4,
-        capture_sizes=(1, 2, 4, 8, 16),
-        use_graphs: bool = True,
-        fix: FixSwitches = FixSwitches(),
-        probabilistic: bool = True,
         device: torch.device | str | None = None,
         mapping_dtype: torch.dtype = torch.int32,
         record: bool = False,
         validate: bool = True,
         sampler: Callable[..., torch.Tensor] | None = None,
     ):
-        max_num_reqs = check_int("max_num_reqs", max_num_reqs, low=1)
-        num_steps = check_int("num_steps (k)", num_steps, low=1)
+        if not isinstance(config, DrafterConfig) or config.drafter != self.drafter:
+            raise LabkitInputError(f"{type(self).__name__} runs a DrafterConfig with drafter={self.drafter!r}, "
+                                   f"got {config!r}; build_speculator picks the class for a config")
         if sampler is not None and not callable(sampler):
             raise LabkitInputError(f"sampler must be a function with gumbel_sample's signature, got {sampler!r}")
         model_device = next(draft_model.parameters()).device
         device = torch.device(device) if device is not None else model_device
-        if (device.type, device.index or 0) != (model_device.type, model_device.index or 0):
+        if not same_device(device, model_device):
             raise LabkitInputError(f"device={device} but the draft model is on {model_device}: the buffers and "
                                    "the model must share a device")
         self.model = draft_model
         self.device = device
-        self.max_num_reqs = max_num_reqs
-        self.num_steps = num_steps
-        self.fix = fix
-        self.probabilistic = probabilistic
+        self.config = config
+        self.max_num_reqs = config.max_num_reqs
+        self.k = config.k
+        self.fix = config.fix
+        self.probabilistic = config.probabilistic
         self.record = record
         self.validate = validate
-        self.sampler = sampler if sampler is not None else functools.partial(gumbel_sample, validate=validate)
+        self.sampler = sampler if sampler is not None else functools.partial(gumbel_sample, validate=False)
         self.vocab_size = draft_model.vocab_size
         self.window = draft_model.context_len
         self._allocate_buffers(mapping_dtype)
-        self.runner = GraphRunner(capture_sizes, mode="full" if use_graphs else "eager", device=device)
+        self.runner = GraphRunner(config.capture_sizes, mode="full" if config.use_graphs else "eager", device=device)
         self.last_record: LaunchRecord | None = None
 
     def _allocate_buffers(self, mapping_dtype: torch.dtype) -> None:
-        M, k, V, device = self.max_num_reqs, self.num_steps, self.vocab_size, self.device
+        M, k, V, device = self.max_num_reqs, self.k, self.vocab_size, self.device
         # NOTE: idx_mapping is signed on purpose: -1 marks a padded row.
         self.idx_mapping = torch.zeros(M, dtype=mapping_dtype, device=device)
         check_mapping_dtype(self.idx_mapping)
@@ -261,6 +244,8 @@ class Speculator:
         if self.trace is not None:
             self.trace.reset()
         self.runner.run(num_reqs, self.run_rows)
+        if self.validate and self.draft_logits is not None:
+            check_no_nan("draft logits", self.draft_logits[self.idx_mapping[:num_reqs].to(torch.int64)])
         if self.record:
             self.last_record = self._make_record(num_reqs, rows)
         return self.draft_tokens[:num_reqs].clone()
@@ -279,12 +264,17 @@ class Speculator:
             raise padded_slot_error(f"{type(self).__name__} (graph of {rows} rows)",
                                     list(range(first, rows * self.samples_per_req)))
 
-    def _sample(self, logits, mapping, positions, draft_step, samples_per_req=1) -> torch.Tensor:
+    @property
+    def sampling_state(self) -> SamplingState:
+        """What the sampling launches read by row and by slot: the persistent buffers, by name."""
+        return SamplingState(self._sampling_mapping(), self.temperature, self.seeds, self._sampling_positions(),
+                             self.draft_logits)
+
+    def _sample(self, logits, draft_step, samples_per_req=1) -> torch.Tensor:
         if not self.probabilistic:
             # Greedy drafting: an argmax, no q kept, nothing stored by slot -- immune to the bug.
             return logits.argmax(dim=-1)
-        return self.sampler(logits, mapping, self.temperature, self.seeds, positions, self.draft_logits,
-                            draft_step=draft_step, samples_per_req=samples_per_req,
+        return self.sampler(logits, self.sampling_state, draft_step=draft_step, samples_per_req=samples_per_req,
                             masked=self.fix.mask_kernel, trace=self.trace)
 
     def run_rows(self, rows: int) -> None:
@@ -293,13 +283,13 @@ class Speculator:
         `rows` is num_reqs (eager) or a capture size; the buffers' rows past num_reqs are padding.
         """
         self._check_rows(rows)
-        for step in range(self.num_steps):
+        for step in range(self.k):
             logits = self.model(self.input_tokens[:rows])[:, 0, :]
             if self.row_logits is not None:
                 self.row_logits[:rows, step].copy_(logits)
-            tokens = self._sample(logits, self.idx_mapping, self.positions, step)
+            tokens = self._sample(logits, step)
             self.draft_tokens[:rows, step].copy_(tokens)
-            if step + 1 < self.num_steps:
+            if step + 1 < self.k:
                 # The next step's context is this one's, shifted by the token just drafted.
                 self.input_tokens[:rows].copy_(torch.cat([self.input_tokens[:rows, 1:], tokens[:, None]], dim=1))
                 self.positions[:rows].add_(1)
@@ -307,13 +297,16 @@ class Speculator:
     def _sampling_mapping(self) -> torch.Tensor:
         return self.idx_mapping
 
+    def _sampling_positions(self) -> torch.Tensor:
+        return self.positions
+
     def _check_rows(self, rows) -> None:
         # A slice past the buffers' end would silently run fewer rows than asked for.
         if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= self.max_num_reqs:
             raise LabkitInputError(f"rows must be an integer in [1, max_num_reqs={self.max_num_reqs}], got {rows!r}")
 
     def _make_record(self, num_reqs: int, rows: int) -> LaunchRecord:
-        k, V = self.num_steps, self.vocab_size
+        k, V = self.k, self.vocab_size
         row_logits = self.row_logits[: rows * self.samples_per_req].reshape(rows, k, V).cpu().clone()
         return LaunchRecord(
             num_reqs=num_reqs,
@@ -340,15 +333,15 @@ class DFlashSpeculator(Speculator):
 
     drafter = "dflash"
 
-    def __init__(self, draft_model, *, num_steps: int = 4, **kwargs):
-        if num_steps > draft_model.num_future:
+    def __init__(self, draft_model, config: DrafterConfig = DrafterConfig(drafter="dflash"), **kwargs):
+        if config.k > draft_model.num_future:
             raise LabkitInputError(
-                f"a DFlash-style drafter proposes k={num_steps} tokens in one pass, but the draft "
+                f"a DFlash-style drafter proposes k={config.k} tokens in one pass, but the draft "
                 f"model has only {draft_model.num_future} future-token heads"
             )
-        self.samples_per_req = num_steps
-        super().__init__(draft_model, num_steps=num_steps, **kwargs)
-        M, k = self.max_num_reqs, num_steps
+        self.samples_per_req = config.k
+        super().__init__(draft_model, config, **kwargs)
+        M, k = self.max_num_reqs, self.k
         # The later hardening: start the buffer as "no request" rather than slot 0.
         self.sample_idx_mapping = torch.full((M * k,), self.fix.dflash_pad, dtype=self.idx_mapping.dtype,
                                              device=self.device)
@@ -356,31 +349,28 @@ class DFlashSpeculator(Speculator):
 
     def _prepare_sample_rows(self, num_reqs: int) -> None:
         prepare_dflash_sample_mapping(self.idx_mapping, self.positions, self.sample_idx_mapping, self.sample_pos,
-                                      num_reqs=num_reqs, num_steps=self.num_steps, pad_value=self.fix.dflash_pad)
+                                      num_reqs=num_reqs, k=self.k, pad_value=self.fix.dflash_pad)
 
     def _padding_is_negative(self) -> bool:
         return self.fix.dflash_pad < 0
 
     def run_rows(self, rows: int) -> None:
         self._check_rows(rows)
-        k = self.num_steps
+        k = self.k
         logits = self.model(self.input_tokens[:rows])[:, :k, :].reshape(rows * k, self.vocab_size)
         if self.row_logits is not None:
             self.row_logits[: rows * k, 0].copy_(logits)
-        tokens = self._sample(logits, self.sample_idx_mapping, self.sample_pos, 0, samples_per_req=k)
+        tokens = self._sample(logits, 0, samples_per_req=k)
         self.draft_tokens[:rows].copy_(tokens.view(rows, k))
 
     def _sampling_mapping(self) -> torch.Tensor:
         return self.sample_idx_mapping
 
+    def _sampling_positions(self) -> torch.Tensor:
+        return self.sample_pos
 
-DRAFTERS = ("autoregressive", "dflash")
 
-
-def make_speculator(drafter: str, draft_model, **kwargs) -> Speculator:
-    """The speculator of one drafter: 'autoregressive' (or 'ar') or 'dflash'."""
-    if drafter in ("ar", "autoregressive"):
-        return Speculator(draft_model, **kwargs)
-    if drafter == "dflash":
-        return DFlashSpeculator(draft_model, **kwargs)
-    raise LabkitInputError(f"unknown drafter {drafter!r}: use one of {', '.join(DRAFTERS)}")
+def build_speculator(draft_model, config: DrafterConfig = DrafterConfig(), **kwargs) -> Speculator:
+    """The speculator that runs `config` (its class follows config.drafter); kwargs as for Speculator."""
+    cls = DFlashSpeculator if config.drafter == "dflash" else Speculator
+    return cls(draft_model, config, **kwargs)

@@ -377,3 +377,14 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
             "gpu:race-guide": with_gpu(render_race_guide), "cpu:repro": with_cpu(render_repro),
             "cpu:make-test": with_cpu(render_make_test),
             "cpu:downloads": lambda: render_downloads(downloads_record())}
+
+
+def all_renderers() -> dict[str, Callable[[], str]]:
+    """Every block the kit renders, from the records it ships: the agendas and the taught numbers.
+
+    (Here, not in :mod:`labkit.docblocks`: the agendas live on the workshop's floor, above the
+    marker mechanics that they use.)
+    """
+    from labkit.workshop import agenda
+
+    return {**agenda.renderers(), **renderers()}

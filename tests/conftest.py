@@ -39,18 +39,18 @@ def models():
 def buggy():
     """docs/MECHANICS.md's timeline before the fix: at launch 1 padded row 7 holds stale slot 7, live again."""
     from labkit.runs import timeline_run
-    from labkit.speculator import FixSwitches
+    from labkit.scenario import TIMELINE
 
-    return timeline_run(fix=FixSwitches.before())
+    return timeline_run(config=TIMELINE.before_fix())
 
 
 @pytest.fixture(scope="session")
 def fixed():
     """The same timeline with the PR's fix."""
     from labkit.runs import timeline_run
-    from labkit.speculator import FixSwitches
+    from labkit.scenario import TIMELINE
 
-    return timeline_run(fix=FixSwitches.after())
+    return timeline_run(config=TIMELINE.with_pr_fix())
 
 
 @pytest.fixture(scope="session")

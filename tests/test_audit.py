@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.kernels.gumbel import WriteTrace
 from labkit.proofs.audit import Buffer, audit_step
 from labkit.proofs.audit_report import PaddingInvarianceError

@@ -12,7 +12,7 @@ import torch
 
 import labkit
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 
 def _python(code: str, env_extra: dict, tmp_path=None, block_triton=False) -> subprocess.CompletedProcess:
@@ -35,12 +35,12 @@ def test_backend_is_visible():
 def test_without_triton_the_torch_backend_runs_and_says_so_once(tmp_path):
     code = """
         import labkit, torch
-        from labkit.kernels import gumbel_sample
+        from labkit.kernels import SamplingState, gumbel_sample
         labkit.set_backend('torch')
         logits = torch.randn(3, 10)
         q = torch.zeros(4, 1, 10)
-        t = gumbel_sample(logits, torch.tensor([0, 1, -1], dtype=torch.int32), torch.ones(4),
-                          torch.arange(4), torch.zeros(3, dtype=torch.int64), q, draft_step=0)
+        t = gumbel_sample(logits, SamplingState(torch.tensor([0, 1, -1], dtype=torch.int32), torch.ones(4),
+                                                torch.arange(4), torch.zeros(3, dtype=torch.int64), q), draft_step=0)
         print(labkit.backend(), t.shape[0], int((q[2] != 0).sum()))
     """
     out = _python(code, {}, tmp_path, block_triton=True)
@@ -91,15 +91,15 @@ def test_using_backend_restores_the_previous_backend_even_on_error():
 
 @pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="compares the interpreter with torch")
 def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
+    from labkit.config import DrafterConfig
     from labkit.corpus import sample_prompts
-    from labkit.engine import Engine, EngineConfig, make_requests
-    from labkit.speculator import FixSwitches
+    from labkit.engine import Engine, make_requests
 
     def run(name):
         previous = labkit.set_backend(name)
         try:
             reqs = make_requests(models.tokenizer, sample_prompts(6, 4), 4, min_new_tokens=10, max_new_tokens=30)
-            cfg = EngineConfig(num_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8), fix=FixSwitches.before())
+            cfg = DrafterConfig(k=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8)).before_fix()
             return Engine(models, cfg).generate(reqs).outputs
         finally:
             labkit.set_backend(previous)
@@ -115,14 +115,14 @@ def test_patching_the_language_once_per_launch_changes_no_bit(monkeypatch, maske
     from kernel_cases import launch_case
     from triton.runtime import interpreter
 
-    from labkit.kernels.gumbel import gumbel_sample
+    from labkit.kernels.gumbel import SamplingState, gumbel_sample
 
     def launches():
         out = []
         for seed in range(3):
             logits, mapping, temperature, seeds, positions = launch_case(seed, 6, 300, padded=2, stale=not masked)
             q = torch.zeros(12, 2, 300)
-            tokens = [gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=step,
+            tokens = [gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=step,
                                     masked=masked, backend="interpreter") for step in range(2)]
             out.append((torch.stack(tokens), q))
         return out

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.distribution import (
     DEFAULT_N,
     backends_agree,

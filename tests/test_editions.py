@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.workshop.editions import (
     CODE_PLACEHOLDER,
     build_student_edition,

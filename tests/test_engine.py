@@ -6,19 +6,21 @@ Runs on the kit's default device (the GPU under compiled Triton, with real CUDA 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 import torch
 from kernel_cases import DEVICE, ORDERED
 
-from labkit.checks import LabkitInputError
+from labkit.config import DrafterConfig, FixSwitches
 from labkit.corpus import sample_prompts
-from labkit.engine import Engine, EngineConfig, Request, RequestStateTable, make_requests
+from labkit.engine import Engine, Request, RequestStateTable, make_requests
+from labkit.errors import LabkitInputError
 from labkit.kernels.gumbel import gumbel_sample
 from labkit.models import TinyLM, ToyModels, load_toy_models
-from labkit.speculator import FixSwitches, make_speculator
+from labkit.speculator import build_speculator
 
-SMALL = dict(num_steps=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8))
+SMALL = DrafterConfig(k=3, max_num_reqs=8, capture_sizes=(1, 2, 4, 8))
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +39,10 @@ def threads(request):
 
 # Seed 4's workload corrupts 7 of 12 responses when the padded row always wins (CPU): enough that
 # a GPU, where it wins about 65% of the races (labkit/data/gpu/h200.json), still corrupts some.
-def _run(models, n=12, seed=4, **config):
+def _run(models, n=12, seed=4, record=False, **changes):
     reqs = make_requests(models.tokenizer, sample_prompts(n, seed), seed, min_new_tokens=12,
                          max_new_tokens=40, arrivals_per_step=0.7)
-    return Engine(models, EngineConfig(**{**SMALL, **config})).generate(reqs)
+    return Engine(models, replace(SMALL, **changes), record=record).generate(reqs)
 
 
 def test_slots_are_reused_lowest_first():
@@ -55,8 +57,8 @@ def test_slots_are_reused_lowest_first():
 def test_a_requests_tokens_do_not_depend_on_its_batch(models, threads):
     alone = make_requests(models.tokenizer, sample_prompts(5, 1), 1)[2:3]
     alone[0].arrival_step = 0
-    solo = Engine(models, EngineConfig(**SMALL, use_graphs=False)).generate(alone).outputs[2]
-    crowd = Engine(models, EngineConfig(**SMALL, use_graphs=False)).generate(
+    solo = Engine(models, replace(SMALL, use_graphs=False)).generate(alone).outputs[2]
+    crowd = Engine(models, replace(SMALL, use_graphs=False)).generate(
         make_requests(models.tokenizer, sample_prompts(5, 1), 1)).outputs[2]
     assert solo == crowd and len(solo) > 0
 
@@ -97,45 +99,39 @@ def test_vocab_mismatch_is_refused(models):
     cfg = dataclasses.replace(models.draft.config, vocab_size=models.draft.vocab_size + 1)
     other = ToyModels(models.tokenizer, models.target, TinyLM(cfg))
     with pytest.raises(LabkitInputError, match="one vocabulary"):
-        Engine(other, EngineConfig(**SMALL))
+        Engine(other, SMALL)
 
 
 def test_requests_cannot_be_run_twice(models):
     reqs = make_requests(models.tokenizer, sample_prompts(2, 0), 0, min_new_tokens=2, max_new_tokens=4)
-    engine = Engine(models, EngineConfig(**SMALL, use_graphs=False))
+    engine = Engine(models, replace(SMALL, use_graphs=False))
     engine.generate(reqs)
     with pytest.raises(LabkitInputError, match="already run"):
         engine.generate(reqs)
 
 
 def test_a_prebuilt_speculator_runs_in_place_of_the_configs_own(models):
-    config = EngineConfig(**SMALL, fix=FixSwitches.after())
+    config = SMALL.with_pr_fix()
     calls = []
 
     def sampler(*args, **kwargs):
         calls.append(1)
         return gumbel_sample(*args, **kwargs)
 
-    spec = make_speculator(config.drafter, models.draft, max_num_reqs=8, num_steps=3, capture_sizes=(1, 2, 4, 8),
-                           fix=config.fix, sampler=sampler)
+    spec = build_speculator(models.draft, config, sampler=sampler)
 
     def reqs():
         return make_requests(models.tokenizer, sample_prompts(4, 2), 2, min_new_tokens=6, max_new_tokens=10)
 
-    plugged = Engine(models, config, speculator=spec)
+    plugged = Engine(models, speculator=spec)
     assert plugged.speculator is spec
     assert plugged.generate(reqs()).outputs == Engine(models, config).generate(reqs()).outputs
     assert calls, "the engine drafted with the speculator it was given"
 
 
-@pytest.mark.parametrize("change,match", [
-    (dict(num_steps=2), "num_steps: config 3, speculator 2"),
-    (dict(fix=FixSwitches.before()), "fix"),
-    (dict(max_num_reqs=4, capture_sizes=(1, 2, 4)), "max_num_reqs: config 8, speculator 4"),
-    (dict(use_graphs=False), "use_graphs"),
-])
-def test_a_speculator_that_does_not_match_the_config_is_refused(models, change, match):
-    kwargs = {**SMALL, "fix": FixSwitches.after(), **change}
-    spec = make_speculator("autoregressive", models.draft, **kwargs)
-    with pytest.raises(LabkitInputError, match=match):
-        Engine(models, EngineConfig(**SMALL, fix=FixSwitches.after()), speculator=spec)
+def test_a_prebuilt_speculator_brings_its_own_config(models):
+    # One configuration: the engine takes the speculator's, so the two cannot disagree.
+    spec = build_speculator(models.draft, SMALL.before_fix())
+    assert Engine(models, speculator=spec).config is spec.config
+    with pytest.raises(LabkitInputError, match="either speculator= or config"):
+        Engine(models, SMALL.with_pr_fix(), speculator=spec)

@@ -8,12 +8,14 @@ explorer, from the engine runs notebook 02 shows it with.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from labkit.config import FixSwitches
 from labkit.runs import engine_source
 from labkit.viz import cpu_timing, figures
 from labkit.viz import mapping_plots as mp
@@ -33,10 +35,11 @@ def notebook_source():
     return engine_source(prompts=10)
 
 
-def _explorer(get, drafter="autoregressive", fill=False, mask=False, pad=0):
+def _explorer(get, **changes):
     source = get("notebook_source")
-    step = first_collision_step(source, drafter, fill, mask, pad)
-    return explorer_figure(explorer_state(step, fill, mask, pad, drafter, source=source))
+    config = replace(source.base.before_fix(), **changes)
+    step = first_collision_step(source, config)
+    return explorer_figure(explorer_state(step, config, source=source))
 
 
 def _compare(get):
@@ -67,8 +70,8 @@ FIGURES = {
     "distribution_bars": _sibling_bars,
     "bench_figure": lambda get: bench_figure(get("small_bench"), title="ablation: 50 prompts per mode"),
     "explorer_figure": _explorer,
-    "explorer_figure, DFlash pad 0": lambda get: _explorer(get, "dflash", True, True, 0),
-    "explorer_figure, refused": lambda get: _explorer(get, fill=True),
+    "explorer_figure, DFlash pad 0": lambda get: _explorer(get, drafter="dflash", fix=FixSwitches(dflash_pad=0)),
+    "explorer_figure, refused": lambda get: _explorer(get, fix=FixSwitches(mask_kernel=False)),
     "plot_tv_vs_n": lambda get: plot_tv_vs_n(get("small_proof")),
     "plot_distributions": lambda get: plot_distributions(get("small_proof"), get("models").tokenizer),
     "plot_race_blocks, two vocabularies": lambda get: plot_race_blocks(get("race_record")),

@@ -196,7 +196,7 @@ def _collided_q_is_made_of_candidates(q_slot, logits, rows_here, t) -> bool:
 @pytest.mark.parametrize("padded,stale", [(0, False), (3, False), (3, True)])
 @pytest.mark.parametrize("fast_math", [0, 2])
 def test_compiled_gumbel_kernel_matches_torch_reference(vocab, padded, stale, fast_math):
-    from labkit.kernels import WriteTrace, gumbel_sample, gumbel_sample_torch
+    from labkit.kernels import SamplingState, WriteTrace, gumbel_sample, gumbel_sample_torch
 
     rows, M, k = 9, 16, 3
     logits, mapping, temperature, seeds, positions = _case(vocab + padded, rows, vocab, M, padded, stale,
@@ -205,10 +205,10 @@ def test_compiled_gumbel_kernel_matches_torch_reference(vocab, padded, stale, fa
     q_k = torch.full((M, k, vocab), 7.0, device=DEVICE)
     q_t = q_k.clone()
     tr_k, tr_t = WriteTrace.empty(M, k, DEVICE), WriteTrace.empty(M, k, DEVICE)
-    t_k = gumbel_sample(logits, mapping, temperature, seeds, positions, q_k, draft_step=1, masked=masked,
+    t_k = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q_k), draft_step=1, masked=masked,
                         trace=tr_k, fast_math=fast_math)
-    t_t = gumbel_sample_torch(logits, mapping, temperature, seeds, positions, q_t, draft_step=1, masked=masked,
-                              trace=tr_t)
+    t_t = gumbel_sample_torch(logits, SamplingState(mapping, temperature, seeds, positions, q_t), draft_step=1,
+                              masked=masked, trace=tr_t)
     assert torch.equal(t_k, t_t)
     assert torch.equal(tr_k.writes, tr_t.writes)  # counted atomically: the same in every order
     slots = mapping.tolist()
@@ -230,7 +230,7 @@ def test_compiled_gumbel_kernel_matches_torch_reference(vocab, padded, stale, fa
 @pytest.mark.parametrize("block_v,num_warps", [(None, None), (1024, 4), (2048, 4), (8192, 16)])
 @pytest.mark.parametrize("samples_per_req", [1, 4])
 def test_block_configurations_and_dflash_rows_agree(block_v, num_warps, samples_per_req):
-    from labkit.kernels import gumbel_sample, gumbel_sample_torch
+    from labkit.kernels import SamplingState, gumbel_sample, gumbel_sample_torch
 
     rows, vocab, M, k = 16, 128256, 8, 4
     logits, mapping, temperature, seeds, positions = _case(3, rows, vocab, M=M * 4)
@@ -238,9 +238,9 @@ def test_block_configurations_and_dflash_rows_agree(block_v, num_warps, samples_
     mapping = mapping.repeat_interleave(samples_per_req)
     q_k = torch.zeros(M * 4, k, vocab, device=DEVICE)
     q_t = q_k.clone()
-    t_k = gumbel_sample(logits, mapping, temperature, seeds, positions, q_k, draft_step=0,
+    t_k = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q_k), draft_step=0,
                         samples_per_req=samples_per_req, block_v=block_v, num_warps=num_warps)
-    t_t = gumbel_sample_torch(logits, mapping, temperature, seeds, positions, q_t, draft_step=0,
+    t_t = gumbel_sample_torch(logits, SamplingState(mapping, temperature, seeds, positions, q_t), draft_step=0,
                               samples_per_req=samples_per_req)
     assert torch.equal(t_k, t_t)
     torch.testing.assert_close(q_k, q_t, rtol=1e-6, atol=0)  # no two rows share a (slot, step)
@@ -249,13 +249,13 @@ def test_block_configurations_and_dflash_rows_agree(block_v, num_warps, samples_
 @gpu
 @needs_compiled
 def test_early_exit_keeps_live_rows_and_skips_padded_ones():
-    from labkit.kernels import gumbel_sample
+    from labkit.kernels import SamplingState, gumbel_sample
 
     logits, mapping, temperature, seeds, positions = _case(4, 64, 151936, M=64, padded=30)
     outs = []
     for early in (False, True):
         q = torch.full((64, 1, 151936), 5.0, device=DEVICE)
-        outs.append((gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=0,
+        outs.append((gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=0,
                                    early_exit=early), q))
     (t0, q0), (t1, q1) = outs
     assert torch.equal(t0[:34], t1[:34]) and torch.equal(q0, q1)
@@ -355,7 +355,7 @@ def test_compiled_dflash_prepare_matches_reference(pad_value, num_reqs):
     for backend in ("triton", "torch"):
         sm = torch.full((M * k,), 99, dtype=torch.int32, device=DEVICE)
         sp = torch.full((M * k,), 99, dtype=torch.int64, device=DEVICE)
-        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, num_steps=k,
+        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, k=k,
                                       pad_value=pad_value, backend=backend)
         outs.append((sm, sp))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
@@ -400,11 +400,13 @@ def test_launch_config_keeps_the_interpreters_teaching_configuration():
 def test_torch_hash_port_draws_the_kernels_tokens_and_stores_its_q():
     from labkit.gpu.kernel import kernel_case
     from labkit.gpu.torch_samplers import hash_port_sample
-    from labkit.kernels import gumbel_sample
+    from labkit.kernels import SamplingState, gumbel_sample
 
-    logits, slots, temperature, seeds, positions, q = kernel_case(64, 32000)
+    logits, state = kernel_case(64, 32000)
+    slots, temperature, seeds, positions, q = (
+        state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
     q_port = q.clone()
-    tokens = gumbel_sample(logits, slots, temperature, seeds, positions, q, draft_step=1, fast_math=0)
+    tokens = gumbel_sample(logits, SamplingState(slots, temperature, seeds, positions, q), draft_step=1, fast_math=0)
     port = hash_port_sample(logits, slots, temperature, seeds, positions, q_port, 1,
                             torch.arange(32000, device=DEVICE))
     assert torch.equal(tokens, port)
@@ -581,13 +583,12 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
     each element of the live q is one colliding row's value. Which row wins is the GPU's race
     (measured by python -m labkit.gpu --sections race_blocks), so it is not asserted here."""
     from labkit.engine import Engine
-    from labkit.modes import engine_config_for
+    from labkit.modes import mode_named
     from labkit.repro import BenchConfig, bench_requests
 
     cfg = BenchConfig(prompts=24)
-    config = engine_config_for(mode, max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps,
-                               capture_sizes=cfg.capture_sizes, record=True)
-    run = Engine(gpu_models, config).generate(bench_requests(cfg, gpu_models.tokenizer))
+    config = mode_named(mode).config.at_shapes_of(cfg.shapes)
+    run = Engine(gpu_models, config, record=True).generate(bench_requests(cfg, gpu_models.tokenizer))
     checked = 0
     for rec in run.records:
         launch = rec.launch
@@ -604,16 +605,17 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
 @needs_compiled
 @pytest.mark.parametrize("capture_sizes", [(1, 2, 4, 8), (1, 2, 4, 8, 16)])
 def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capture_sizes, gpu_models):
+    from labkit.config import DrafterConfig
     from labkit.corpus import sample_prompts
     from labkit.engine import Engine, make_requests
-    from labkit.modes import engine_config_for
+    from labkit.modes import mode_named
 
-    shapes = dict(num_steps=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
+    shapes = DrafterConfig(k=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
 
     def run(mode, record=False):
         requests = make_requests(gpu_models.tokenizer, sample_prompts(24, 3), 3, min_new_tokens=12,
                                  max_new_tokens=40, arrivals_per_step=0.7)
-        engine = Engine(gpu_models, engine_config_for(mode, record=record, **shapes))
+        engine = Engine(gpu_models, mode_named(mode).config.at_shapes_of(shapes), record=record)
         return engine, engine.generate(requests)
 
     _, eager = run("eager")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.graphs import GraphRunner
 
 

@@ -29,7 +29,7 @@ import pytest
 import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, Q_TOL, scaled_rows
 
-from labkit.kernels import WriteTrace, gumbel_sample
+from labkit.kernels import SamplingState, WriteTrace, gumbel_sample
 
 M, K, V, G = 8, 2, 50, 4
 STEP = 1
@@ -68,7 +68,7 @@ def _run_with_guards(backend, early_exit, guard_temp, guard_seed, guard_q):
     q_store[G:-G, :, 1:-1] = Q_FILL
     q_view = q_store[G:-G, :, 1:-1]
     trace = WriteTrace.empty(M, K, DEVICE)
-    tokens = gumbel_sample(logits, mapping, temp_view, seed_view, positions, q_view, draft_step=STEP,
+    tokens = gumbel_sample(logits, SamplingState(mapping, temp_view, seed_view, positions, q_view), draft_step=STEP,
                            early_exit=early_exit, trace=trace, backend=backend)
     return dict(tokens=tokens.cpu(), q=q_view.cpu().clone(), writes=trace.writes.cpu(),
                 temp_store=temp_store.cpu(), seed_store=seed_store.cpu(), q_store=q_store.cpu(),
@@ -155,8 +155,8 @@ def test_padded_rows_load_nothing_before_the_slot_buffers():
     temp_fenced, seeds_fenced = (t for _, t in fences)
 
     def launch(**kw):
-        return lambda: gumbel_sample(logits, mapping, temp_fenced, seeds_fenced, positions,
-                                     torch.zeros(M, K, V), draft_step=STEP, backend="interpreter", **kw)
+        return lambda: gumbel_sample(logits, SamplingState(mapping, temp_fenced, seeds_fenced, positions,
+                                     torch.zeros(M, K, V)), draft_step=STEP, backend="interpreter", **kw)
 
     assert _exit_status_in_child(launch(masked=False, validate=False)) == signal.SIGSEGV, (
         "control: reading temperature[-1] before a fenced buffer must crash, or this test proves nothing")
@@ -202,7 +202,7 @@ def _indices(index) -> list[int]:
 def test_the_torch_reference_reads_no_slot_at_a_negative_index(early_exit):
     logits, mapping, temperature, seeds, positions = _inputs()
     temp_log, seed_log = _logged(temperature), _logged(seeds)
-    gumbel_sample(logits, mapping, temp_log, seed_log, positions, torch.zeros(M, K, V, device=DEVICE),
+    gumbel_sample(logits, SamplingState(mapping, temp_log, seed_log, positions, torch.zeros(M, K, V, device=DEVICE)),
                   draft_step=STEP, early_exit=early_exit, backend="torch")
     for name, log in (("temperature", temp_log), ("seeds", seed_log)):
         read = [i for index in log.reads for i in _indices(index)]

@@ -4,19 +4,22 @@ that names the argument and what it must be (issue 11): kernels, speculator, eng
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, Q_TOL, launch_case
 
 from labkit import backends
-from labkit.checks import LabkitInputError
-from labkit.engine import Engine, EngineConfig, Request, RequestStateTable
+from labkit.config import DrafterConfig
+from labkit.engine import Engine, Request, RequestStateTable
+from labkit.errors import LabkitInputError
 from labkit.graphs import GraphRunner
-from labkit.kernels import WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
+from labkit.kernels import SamplingState, WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
 from labkit.kernels.gumbel import kernel_launcher
 from labkit.models import ToyModels, encode_context, load_toy_models
-from labkit.speculator import DFlashSpeculator, FixSwitches, Speculator
+from labkit.scenario import TIMELINE
+from labkit.speculator import DFlashSpeculator, Speculator
 
 M, K, V = 12, 3, 40
 BACKENDS = sorted({KERNEL_BACKEND, "torch"})
@@ -44,7 +47,8 @@ def _launch(**change):
                 draft_logits=torch.zeros(M, K, V, device=DEVICE))
     kwargs = {name: change.pop(name) for name in list(change) if name not in args}
     args.update({name: fn(args[name]) if callable(fn) else fn for name, fn in change.items()})
-    return gumbel_sample(*args.values(), **kwargs)
+    logits = args.pop("logits")
+    return gumbel_sample(logits, SamplingState(**args), **kwargs)
 
 
 BAD_LAUNCHES = [
@@ -106,7 +110,7 @@ def test_gumbel_sample_refuses_values_it_cannot_sample_from(backend, change, mat
 def test_compiled_kernels_refuse_cpu_tensors_by_name():
     logits, mapping, temperature, seeds, positions = (t.cpu() for t in launch_case(11, 6, V, M))
     with pytest.raises(LabkitInputError, match="must be on CUDA"):
-        gumbel_sample(logits, mapping, temperature, seeds, positions, backend="triton")
+        gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions), backend="triton")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -114,14 +118,16 @@ def test_gumbel_sample_gives_the_same_answer_for_any_strides(backend):
     logits, mapping, temperature, seeds, positions = launch_case(12, 6, V, M, padded=2)
     q = torch.full((M, K, V), 3.0, device=DEVICE)
     trace = WriteTrace.empty(M, K, DEVICE)
-    want = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=1, trace=trace,
+    want = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=1, trace=trace,
                          backend=backend)
     # A draft_logits view with other slot and step strides, inside a bigger buffer that must stay as it was.
     big = torch.full((2 * M, K + 2, V), 3.0, device=DEVICE)
     q_view = big[::2, 1: K + 1]
     trace_b = WriteTrace.empty(M, K, DEVICE)
-    got = gumbel_sample(logits.t().contiguous().t(), strided(mapping), strided(temperature), strided(seeds),
-                        strided(positions), q_view, draft_step=1, trace=trace_b, backend=backend)
+    got = gumbel_sample(logits.t().contiguous().t(),
+                        SamplingState(strided(mapping), strided(temperature), strided(seeds), strided(positions),
+                                      q_view),
+                        draft_step=1, trace=trace_b, backend=backend)
     assert not logits.t().contiguous().t().is_contiguous() and not q_view.is_contiguous()
     assert torch.equal(got.cpu(), want.cpu())
     torch.testing.assert_close(q_view.cpu(), q.cpu(), **Q_TOL)
@@ -132,19 +138,20 @@ def test_gumbel_sample_gives_the_same_answer_for_any_strides(backend):
     # A temperature broadcast from one value (stride 0) is only read: it is fine too.
     one = torch.full((1,), 0.9, device=DEVICE)
     assert torch.equal(
-        gumbel_sample(logits, mapping, one.expand(M), seeds, positions, backend=backend).cpu(),
-        gumbel_sample(logits, mapping, torch.full((M,), 0.9, device=DEVICE), seeds, positions, backend=backend).cpu())
+        gumbel_sample(logits, SamplingState(mapping, one.expand(M), seeds, positions), backend=backend).cpu(),
+        gumbel_sample(logits, SamplingState(mapping, torch.full((M,), 0.9, device=DEVICE), seeds, positions),
+                      backend=backend).cpu())
 
 
 @pytest.mark.skipif(not backends.HAS_TRITON, reason="the launcher exists with Triton only")
 def test_kernel_launcher_refuses_layouts_it_would_misread():
     logits, mapping, temperature, seeds, positions = launch_case(12, 6, V, M)
     with pytest.raises(LabkitInputError, match=r"reads idx_mapping with stride 1.*\.contiguous\(\)"):
-        kernel_launcher(logits, strided(mapping), temperature, seeds, positions)
+        kernel_launcher(logits, SamplingState(strided(mapping), temperature, seeds, positions))
     with pytest.raises(LabkitInputError, match=r"reads logits with stride 1 along dimension 1"):
-        kernel_launcher(logits.t().contiguous().t(), mapping, temperature, seeds, positions)
+        kernel_launcher(logits.t().contiguous().t(), SamplingState(mapping, temperature, seeds, positions))
     with pytest.raises(LabkitInputError, match=r"block_v must be a power of two"):
-        kernel_launcher(logits, mapping, temperature, seeds, positions, block_v=48)
+        kernel_launcher(logits, SamplingState(mapping, temperature, seeds, positions), block_v=48)
 
 
 # -- DFlash preparation ------------------------------------------------------------------------
@@ -155,7 +162,7 @@ def _prepare(**change):
     args = dict(idx_mapping=mapping, positions=torch.arange(4, device=DEVICE) * 10,
                 sample_idx_mapping=torch.zeros(4 * K, dtype=torch.int32, device=DEVICE),
                 sample_pos=torch.zeros(4 * K, dtype=torch.int64, device=DEVICE))
-    kwargs = dict(num_reqs=2, num_steps=K)
+    kwargs = dict(num_reqs=2, k=K)
     kwargs.update({name: change.pop(name) for name in list(change) if name not in args})
     args.update({name: fn(args[name]) for name, fn in change.items()})
     prepare_dflash_sample_mapping(*args.values(), **kwargs)
@@ -164,9 +171,9 @@ def _prepare(**change):
 
 @pytest.mark.parametrize("change,match", [
     (dict(num_reqs=-1), r"num_reqs must be >= 0, got -1"),
-    (dict(num_reqs=5), r"num_reqs=5 requests x num_steps=3 = 15 sample rows do not fit .*room for 4"),
+    (dict(num_reqs=5), r"num_reqs=5 requests x k=3 = 15 sample rows do not fit .*room for 4"),
     (dict(num_reqs=2.0), r"num_reqs must be an integer"),
-    (dict(num_steps=0), r"num_steps must be >= 1"),
+    (dict(k=0), r"k must be >= 1"),
     (dict(pad_value=2**40), r"pad_value=1099511627776 does not fit .*torch.int32.* 2\*\*40 to 0"),
     (dict(pad_value=-2), r"pad_value must be -1 .* got -2"),
     (dict(pad_value=4), r"pad_value must be -1 .* slot in \[0, 4\)"),
@@ -276,7 +283,7 @@ def _step_inputs(models, slots, spec_m=8):
     (dict(positions=lambda t: t.to("meta")), r"different devices"),
 ])
 def test_propose_refuses_bad_step_inputs_by_name(models, change, match):
-    spec = Speculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8))
+    spec = Speculator(models.draft, TIMELINE)
     inputs = _step_inputs(models, [0, 1, 2])
     inputs.update({name: fn(inputs[name]) if callable(fn) else fn for name, fn in change.items()})
     with pytest.raises(LabkitInputError, match=match):
@@ -284,7 +291,7 @@ def test_propose_refuses_bad_step_inputs_by_name(models, change, match):
 
 
 def test_propose_refuses_rows_the_buffers_do_not_have(models):
-    spec = Speculator(models.draft, max_num_reqs=4, num_steps=2, capture_sizes=(1, 8))
+    spec = Speculator(models.draft, DrafterConfig(max_num_reqs=4, k=2, capture_sizes=(1, 8)))
     with pytest.raises(LabkitInputError, match=r"pad to the capture size 8, but the buffers have max_num_reqs=4"):
         spec.propose(*_step_inputs(models, [0, 1], spec_m=4).values())
     for rows in (0, 5, 2.0):
@@ -295,7 +302,7 @@ def test_propose_refuses_rows_the_buffers_do_not_have(models):
 @pytest.mark.parametrize("cls", [Speculator, DFlashSpeculator])
 def test_propose_gives_the_same_drafts_for_any_strides(models, cls):
     def spec():
-        return cls(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8), fix=FixSwitches.after())
+        return cls(models.draft, replace(TIMELINE, drafter=cls.drafter).with_pr_fix())
 
     inputs = _step_inputs(models, [5, 0, 3])
     want = spec().propose(*inputs.values())
@@ -316,17 +323,17 @@ def _nan_model(model):
 def test_nan_weights_are_refused_by_name_or_still_give_tokens_inside_the_vocabulary(models):
     broken = _nan_model(models.draft)
     inputs = _step_inputs(models, [0, 1, 2])
-    spec = Speculator(broken, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8))
+    spec = Speculator(broken, TIMELINE)
     with pytest.raises(LabkitInputError, match=r"logits holds NaN.*weight"):
         spec.propose(*inputs.values())
-    unchecked = Speculator(broken, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8), validate=False)
+    unchecked = Speculator(broken, TIMELINE, validate=False)
     drafts = unchecked.propose(*inputs.values())
     assert bool(((drafts >= 0) & (drafts < models.draft.vocab_size)).all())
 
 
 # -- Engine ------------------------------------------------------------------------------------
 
-SMALL = dict(num_steps=2, max_num_reqs=4, capture_sizes=(1, 2, 4))
+SMALL = DrafterConfig(k=2, max_num_reqs=4, capture_sizes=(1, 2, 4))
 
 
 @pytest.mark.parametrize("change,match", [
@@ -342,14 +349,14 @@ def test_engine_refuses_bad_requests_before_running_them(models, change, match):
     for name, value in change.items():
         setattr(reqs[0], name, value)
     with pytest.raises(LabkitInputError, match=match):
-        Engine(models, EngineConfig(**SMALL)).generate(reqs)
+        Engine(models, SMALL).generate(reqs)
 
 
 def test_engine_refuses_bad_configurations_by_name(models):
     with pytest.raises(LabkitInputError, match=r"backend must be one of"):
-        Engine(models, EngineConfig(**SMALL, verify_backend="fast"))
+        Engine(models, SMALL, verify_backend="fast")
     with pytest.raises(LabkitInputError, match=r"the target model is on .* but the engine runs on meta"):
-        Engine(models, EngineConfig(**SMALL), device="meta")
+        Engine(models, SMALL, device="meta")
 
 
 @pytest.mark.parametrize("which", ["draft", "target"])
@@ -358,16 +365,16 @@ def test_engine_with_nan_weights_refuses_by_name_instead_of_crashing(models, whi
     parts[which] = _nan_model(parts[which])
     reqs = [Request(rid=0, prompt=[1, 2, 3], max_new_tokens=3)]
     with pytest.raises(LabkitInputError, match=r"logits holds NaN"):
-        Engine(ToyModels(**parts), EngineConfig(**SMALL)).generate(reqs)
+        Engine(ToyModels(**parts), SMALL).generate(reqs)
 
 
 def test_sizes_and_counts_must_be_integers(models):
     with pytest.raises(LabkitInputError, match=r"num_reqs must be an integer, got 2.5"):
         GraphRunner([1, 2, 4]).rows_for(2.5)
     with pytest.raises(LabkitInputError, match=r"max_num_reqs must be an integer, got 8.0"):
-        Speculator(models.draft, max_num_reqs=8.0)
-    with pytest.raises(LabkitInputError, match=r"num_steps \(k\) must be >= 1, got 0"):
-        Speculator(models.draft, num_steps=0)
+        Speculator(models.draft, DrafterConfig(max_num_reqs=8.0))
+    with pytest.raises(LabkitInputError, match=r"k must be >= 1, got 0"):
+        Speculator(models.draft, DrafterConfig(k=0))
     with pytest.raises(LabkitInputError, match=r"device=meta but the draft model is on"):
         Speculator(models.draft, device="meta")
     table = RequestStateTable(1, DEVICE)

@@ -10,8 +10,9 @@ import pytest
 import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, ORDERED, Q_TOL, assert_q_from_rows, launch_case, scaled_rows
 
-from labkit.checks import PaddedSlotOutOfBoundsError
+from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.kernels import (
+    SamplingState,
     WriteTrace,
     gumbel_sample,
     gumbel_sample_torch,
@@ -35,8 +36,8 @@ def test_gumbel_kernel_matches_torch_reference(vocab, padded, stale, seed):
     for backend in (KERNEL_BACKEND, "torch"):
         q = torch.full((M, k, vocab), 7.0, device=DEVICE)
         trace = WriteTrace.empty(M, k, DEVICE)
-        tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=1, masked=masked,
-                               trace=trace, block_v=512 if vocab > 512 else None, backend=backend)
+        tokens = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=1,
+                               masked=masked, trace=trace, block_v=512 if vocab > 512 else None, backend=backend)
         outs.append((tokens.cpu(), q.cpu(), trace.writer.cpu(), trace.writes.cpu()))
     (t_k, q_k, w_k, n_k), (t_t, q_t, w_t, n_t) = outs
     assert torch.equal(t_k, t_t)
@@ -70,8 +71,9 @@ def test_early_exit_kernel_matches_the_reference_and_skips_padded_rows(vocab, bl
     for backend, early in ((KERNEL_BACKEND, True), ("torch", True), (KERNEL_BACKEND, False)):
         q = torch.full((M, k, vocab), 7.0, device=DEVICE)
         trace = WriteTrace.empty(M, k, DEVICE)
-        tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=1, early_exit=early,
-                               samples_per_req=samples_per_req, trace=trace, block_v=block_v, backend=backend)
+        tokens = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=1,
+                               early_exit=early, samples_per_req=samples_per_req, trace=trace, block_v=block_v,
+                               backend=backend)
         outs.append((tokens.cpu(), q.cpu(), trace.writes.cpu()))
     (t_e, q_e, n_e), (t_t, q_t, n_t), (t_m, q_m, n_m) = outs
     live = mapping.cpu() >= 0
@@ -91,7 +93,7 @@ def test_early_exit_kernel_matches_the_reference_and_skips_padded_rows(vocab, bl
 def test_gumbel_greedy_rows_take_the_argmax_and_store_unscaled_logits():
     logits, mapping, temperature, seeds, positions = launch_case(3, 5, 300, greedy_slots=range(12))
     q = torch.zeros(12, 1, 300, device=DEVICE)
-    tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=0)
+    tokens = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=0)
     assert torch.equal(tokens.cpu(), logits.argmax(dim=1).cpu())
     torch.testing.assert_close(q[mapping.long(), 0].cpu(), logits.cpu(), rtol=0, atol=0)
 
@@ -104,7 +106,7 @@ def test_gumbel_sample_is_distributed_as_softmax():
     seeds = torch.arange(n, device=DEVICE)
     mapping = torch.arange(n, dtype=torch.int32, device=DEVICE)
     positions = torch.zeros(n, dtype=torch.int64, device=DEVICE)
-    tokens = gumbel_sample(logits, mapping, temperature, seeds, positions, None, backend="torch")
+    tokens = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, None), backend="torch")
     freq = torch.bincount(tokens.cpu(), minlength=vocab).float() / n
     p = torch.softmax(logits[0].cpu() / 0.7, dim=0)
     assert 0.5 * (freq - p).abs().sum() < 0.03
@@ -119,7 +121,7 @@ def test_a_stale_padded_row_collides_with_the_live_row_and_the_mask_does_not_hel
     for masked in (False, True):
         q = torch.zeros(12, 1, 50, device=DEVICE)
         trace = WriteTrace.empty(12, 1, DEVICE)
-        gumbel_sample(logits, mapping, temperature, seeds, positions, q, masked=masked, trace=trace)
+        gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), masked=masked, trace=trace)
         assert int(trace.writes[7, 0]) == 2, "two rows stored to one q, on every backend"
         if ORDERED:
             # Rows run in grid order: the padded row stores last and the live row's q is lost.
@@ -146,7 +148,7 @@ def test_before_the_fix_the_live_q_is_lost_and_after_it_never_is():
         for launch in range(launches):
             logits, _, temperature, seeds, positions = launch_case(100 + launch, 8, 30, max_num_reqs=8)
             q = torch.zeros(8, 1, 30, device=DEVICE)
-            gumbel_sample(logits, mapping, temperature, seeds, positions, q)
+            gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q))
             live_q = scaled_rows(logits, mapping, temperature, [6])[0]
             right = torch.allclose(q[7, 0].cpu(), live_q, **Q_TOL)
             lost[fixed] += not right
@@ -161,9 +163,10 @@ def test_unmasked_kernel_refuses_slot_minus_one_with_an_explanation():
     q = torch.zeros(12, 3, 40, device=DEVICE)
     for backend in (KERNEL_BACKEND, "torch"):
         with pytest.raises(PaddedSlotOutOfBoundsError, match=r"rows \[4, 5\].*out-of-bounds.*mask"):
-            gumbel_sample(logits, mapping, temperature, seeds, positions, q, masked=False, backend=backend)
+            gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), masked=False,
+                          backend=backend)
     with pytest.raises(PaddedSlotOutOfBoundsError):
-        gumbel_sample_torch(logits, mapping, temperature, seeds, positions, q, masked=False)
+        gumbel_sample_torch(logits, SamplingState(mapping, temperature, seeds, positions, q), masked=False)
     assert torch.all(q == 0), "nothing may be written before refusing"
 
 
@@ -172,7 +175,7 @@ def test_unmasked_refusal_names_the_slot_each_padded_row_holds():
     mapping[5] = -5
     for backend in (KERNEL_BACKEND, "torch"):
         with pytest.raises(PaddedSlotOutOfBoundsError, match=r"rows \[5\] hold slot -5 .*temperature\[-5\]"):
-            gumbel_sample(logits, mapping, temperature, seeds, positions, masked=False, backend=backend)
+            gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions), masked=False, backend=backend)
 
 
 NAN = float("nan")
@@ -199,8 +202,9 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
         logits[:, 3], logits[:, 9] = float("inf"), NAN
     else:
         logits[:] = float("-inf")
-    tokens = {backend: gumbel_sample(logits, mapping, temperature, seeds, positions, block_v=16, validate=False,
-                                     backend=backend).cpu() for backend in (KERNEL_BACKEND, "torch")}
+    state = SamplingState(mapping, temperature, seeds, positions)
+    tokens = {backend: gumbel_sample(logits, state, block_v=16, validate=False, backend=backend).cpu()
+              for backend in (KERNEL_BACKEND, "torch")}
     for t in tokens.values():
         assert bool(((t >= 0) & (t < vocab)).all()), f"{case}: tokens {t.tolist()}"
     assert torch.equal(tokens[KERNEL_BACKEND], tokens["torch"])
@@ -213,7 +217,7 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
 def test_masked_kernel_skips_padded_rows_entirely():
     logits, mapping, temperature, seeds, positions = launch_case(6, 6, 40, padded=3)
     q = torch.full((12, 3, 40), 5.0, device=DEVICE)
-    gumbel_sample(logits, mapping, temperature, seeds, positions, q, draft_step=2)
+    gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=2)
     live = mapping[:3].long()
     assert torch.all(q[live, 2] != 5.0)
     untouched = torch.ones(12, dtype=torch.bool)
@@ -232,7 +236,7 @@ def test_dflash_prepare_matches_reference(pad_value, num_reqs):
     for backend in (KERNEL_BACKEND, "torch"):
         sm = torch.full((M * k,), 99, dtype=torch.int32, device=DEVICE)
         sp = torch.full((M * k,), 99, dtype=torch.int64, device=DEVICE)
-        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, num_steps=k, pad_value=pad_value,
+        prepare_dflash_sample_mapping(mapping, positions, sm, sp, num_reqs=num_reqs, k=k, pad_value=pad_value,
                                       backend=backend)
         outs.append((sm.cpu(), sp.cpu()))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

@@ -7,13 +7,17 @@ its torch reference; a stale row's store is named OVERWRITTEN; a DFlash launch's
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from labkit import backends
+from labkit.config import FixSwitches
+from labkit.kernels import SamplingState
 from labkit.proofs.ownership import OwnershipTable, trace_launch
-from labkit.runs import MECHANICS_BATCH, propose_inputs
-from labkit.speculator import DFlashSpeculator, FixSwitches, Speculator
+from labkit.scenario import MECHANICS_BATCH, TIMELINE, propose_inputs
+from labkit.speculator import DFlashSpeculator, Speculator
 
 KERNEL_BACKEND = "interpreter" if backends.KERNELS_INTERPRETED else backends.backend()
 DEVICE = backends.default_device()
@@ -39,7 +43,8 @@ def test_trace_launch_is_the_same_table_in_the_kernel_and_in_torch(masked):
         args[1][7] = -1
     tables = []
     for backend in (KERNEL_BACKEND, "torch"):
-        table, tokens, q = trace_launch(*args, live_slots=[0, 1, 2, 4, 5, 6, 7], masked=masked, backend=backend)
+        table, tokens, q = trace_launch(args[0], SamplingState(*args[1:]), live_slots=[0, 1, 2, 4, 5, 6, 7],
+                                        masked=masked, backend=backend)
         tables.append((str(table), tokens.cpu()))
     assert tables[0][0] == tables[1][0] and torch.equal(tables[0][1], tables[1][1])
     table = tables[0][0]
@@ -52,8 +57,7 @@ def test_trace_launch_is_the_same_table_in_the_kernel_and_in_torch(masked):
 
 @cpu_store_order
 def test_ownership_table_from_a_speculator_record(models):
-    spec = Speculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8),
-                      fix=FixSwitches.before(), record=True)
+    spec = Speculator(models.draft, TIMELINE.before_fix(), record=True)
     spec.propose(*propose_inputs(spec, list(range(8))))
     spec.propose(*propose_inputs(spec, MECHANICS_BATCH, step=1))
     table = OwnershipTable.from_record(spec.last_record)
@@ -64,8 +68,8 @@ def test_ownership_table_from_a_speculator_record(models):
 @pytest.mark.parametrize("pad", [-1, 0])
 def test_dflash_own_sample_rows_are_their_owners_writers(models, pad):
     # Capture sizes without 1: one live request (slot 3) runs in a graph of 2 rows, 4 sample rows.
-    spec = DFlashSpeculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(2, 4, 8),
-                            fix=FixSwitches(fill_padding=True, mask_kernel=True, dflash_pad=pad), record=True)
+    config = replace(TIMELINE, drafter="dflash", capture_sizes=(2, 4, 8), fix=FixSwitches(dflash_pad=pad))
+    spec = DFlashSpeculator(models.draft, config, record=True)
     spec.propose(*propose_inputs(spec, [3, 0]))
     spec.propose(*propose_inputs(spec, [3], step=1))
     table = OwnershipTable.from_record(spec.last_record)

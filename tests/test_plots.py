@@ -9,6 +9,7 @@ what holds under any order (both rows stored, q holds one row's values or the ot
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,9 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from labkit import backends
+from labkit.config import FixSwitches
 from labkit.proofs.stats import total_variation
 from labkit.runs import timeline_run
-from labkit.speculator import FixSwitches
+from labkit.scenario import TIMELINE
 from labkit.viz import mapping_plots as mp
 from labkit.viz import ownership_plots as op
 from labkit.viz import q_plots as qp
@@ -62,7 +64,7 @@ def test_heat_map_holds_the_stale_slot_before_and_minus_one_after(buggy, fixed):
 
 
 def test_categories_of_a_dflash_mapping_with_pad_zero():
-    run = timeline_run(fix=FixSwitches(fill_padding=True, mask_kernel=True, dflash_pad=0), drafter="dflash")
+    run = timeline_run(config=replace(TIMELINE, drafter="dflash", fix=FixSwitches(dflash_pad=0)))
     grid = mp.mapping_grid(run.launches)
     k = run.launches[1].samples_per_req
     assert grid.samples_per_req == k == 2
@@ -153,7 +155,7 @@ def test_timeline_q_pair_marks_the_drafted_token_and_p():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(label.startswith("p:") for label in labels) and any("drafted token" in label for label in labels)
     assert any(f"{kept:.2f}" in t.get_text() for t in ax.texts)  # the annotation next to the token
-    fixed = qp.timeline_q_pair(fix=FixSwitches.after(), slot=7)
+    fixed = qp.timeline_q_pair(timeline_run(config=TIMELINE.with_pr_fix()), slot=7)
     assert fixed.token == pair.token  # the bug changes q, not the token the live row drew
     np.testing.assert_allclose(fixed.p, pair.p)
     np.testing.assert_allclose(fixed.q_used, fixed.q_drawn, rtol=1e-5, atol=1e-7)

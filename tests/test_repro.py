@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.modes import ALL_MODES, MODES, resolve_modes
 from labkit.repro import (
     DIFF_MARK,

@@ -6,14 +6,15 @@ import pytest
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
-from labkit.runs import LONG_SCHEDULE, MECHANICS_BATCH, MECHANICS_SCHEDULE, propose_inputs, timeline_run
-from labkit.speculator import FixSwitches, make_speculator
+from labkit.errors import LabkitInputError
+from labkit.runs import timeline_run
+from labkit.scenario import LONG_SCHEDULE, MECHANICS_BATCH, MECHANICS_SCHEDULE, TIMELINE, propose_inputs
+from labkit.speculator import build_speculator
 
 
 @pytest.fixture(scope="module")
 def spec(models):
-    return make_speculator("autoregressive", models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8))
+    return build_speculator(models.draft, TIMELINE)
 
 
 def test_propose_inputs_shapes_dtypes_and_device(spec):
@@ -57,14 +58,14 @@ def test_propose_inputs_refuses_bad_arguments(spec, slots, step, message):
 def test_the_speculator_accepts_them_for_every_step_of_the_long_schedule(spec):
     for step, slots in enumerate(LONG_SCHEDULE):
         tokens = spec.propose(*propose_inputs(spec, slots, step=step))
-        assert tokens.shape == (len(slots), spec.num_steps)
+        assert tokens.shape == (len(slots), spec.k)
 
 
 def test_the_timeline_shows_the_stale_row_before_the_fix_and_none_after():
     assert MECHANICS_BATCH == MECHANICS_SCHEDULE[1] and len(MECHANICS_BATCH) == 7
     with backends.using_backend("torch"):
-        before = timeline_run(MECHANICS_SCHEDULE, FixSwitches.before())
-        after = timeline_run(MECHANICS_SCHEDULE, FixSwitches.after())
+        before = timeline_run(MECHANICS_SCHEDULE, TIMELINE.before_fix())
+        after = timeline_run(MECHANICS_SCHEDULE, TIMELINE.with_pr_fix())
     assert before.error is None and after.error is None
     assert [launch.collisions() for launch in (before.launches[0], after.launches[0], after.launches[1])] == [[]] * 3
     # Padded row 7 keeps slot 7 (a live request now in row 6) before the fix: its stores collide.

@@ -16,10 +16,11 @@ import torch
 from kernel_cases import DEVICE, ORDERED, Q_TOL, assert_q_from_rows
 
 from labkit import backends
-from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+from labkit.config import DrafterConfig, FixSwitches
+from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
 from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.models import encode_context, load_toy_models
-from labkit.speculator import DFlashSpeculator, FixSwitches, Speculator
+from labkit.speculator import DFlashSpeculator, Speculator
 
 M, K = 8, 2
 TIMELINE = (tuple(range(8)), (0, 1, 2, 4, 5, 6, 7))
@@ -44,9 +45,12 @@ def _inputs(models, slots, step, m=M):
     return tuple(t.to(DEVICE) for t in (slots, temperature, seeds, contexts, positions))
 
 
-def _timeline(models, fix, cls=Speculator, schedule=TIMELINE, **kw):
-    spec = cls(models.draft, max_num_reqs=M, num_steps=K, capture_sizes=(1, 2, 4, 8), fix=fix,
-               record=True, **kw)
+def _config(cls=Speculator, **changes):
+    return DrafterConfig(drafter=cls.drafter, k=K, max_num_reqs=M, capture_sizes=(1, 2, 4, 8), **changes)
+
+
+def _timeline(models, fix, cls=Speculator, schedule=TIMELINE, sampler=None, **changes):
+    spec = cls(models.draft, _config(cls, fix=fix, **changes), record=True, sampler=sampler)
     for step, slots in enumerate(schedule):
         spec.propose(*_inputs(models, list(slots), step))
     return spec
@@ -150,17 +154,17 @@ def test_dflash_fixed_by_default(models):
 
 def test_unsigned_mapping_buffer_is_refused_with_the_reason(models):
     with pytest.raises(LabkitInputError, match="unsigned.*4294967295"):
-        Speculator(models.draft, max_num_reqs=M, mapping_dtype=torch.uint32)
+        Speculator(models.draft, DrafterConfig(max_num_reqs=M), mapping_dtype=torch.uint32)
 
 
 def test_too_many_requests_and_bad_slots_are_refused(models):
-    spec = Speculator(models.draft, max_num_reqs=4, num_steps=K, capture_sizes=(1, 2, 4))
+    spec = Speculator(models.draft, DrafterConfig(max_num_reqs=4, k=K, capture_sizes=(1, 2, 4)))
     with pytest.raises(LabkitInputError, match="above max_num_reqs=4"):
         spec.propose(*_inputs(models, list(range(5)), 0, m=4))
     with pytest.raises(LabkitInputError, match=r"live slots must lie in \[0, 4\); row 1 holds slot 9"):
         spec.propose(*_inputs(models, [0, 9], 0, m=4))
     with pytest.raises(LabkitInputError, match="future-token heads"):
-        DFlashSpeculator(models.draft, num_steps=models.draft.num_future + 1)
+        DFlashSpeculator(models.draft, DrafterConfig(drafter="dflash", k=models.draft.num_future + 1))
     slots, temperature, seeds, contexts, positions = _inputs(models, [0, 1], 0, m=4)
     with pytest.raises(LabkitInputError, match="different devices"):
         spec.propose(slots, temperature, seeds, contexts.to("meta"), positions)
@@ -189,7 +193,7 @@ def test_a_sampler_replaces_gumbel_sample_with_the_same_keywords(models, cls):
     assert calls and all(c == ["draft_step", "masked", "samples_per_req", "trace"] for c in calls)
     assert torch.equal(plain.draft_tokens, plugged.draft_tokens)
     with pytest.raises(LabkitInputError, match="sampler"):
-        cls(models.draft, max_num_reqs=M, num_steps=K, sampler="gumbel")
+        cls(models.draft, _config(cls), sampler="gumbel")
 
 
 def test_run_rows_is_the_captured_work(models):
@@ -220,8 +224,7 @@ def test_fill_without_mask_is_refused_on_the_host_before_any_launch(models, cls)
 
     fill_only = FixSwitches(fill_padding=True, mask_kernel=False, dflash_pad=-1)
     with backends.using_backend("torch"):  # host logic under test; the reference sampler is not capturable
-        spec = cls(models.draft, max_num_reqs=M, num_steps=K, capture_sizes=(1, 2, 4, 8), fix=fill_only,
-                   sampler=counting)
+        spec = cls(models.draft, _config(cls, fix=fill_only), sampler=counting)
         spec.propose(*_inputs(models, list(TIMELINE[0]), 0))  # 8 live rows: no padding, nothing to refuse
         launches.clear()
         with pytest.raises(PaddedSlotOutOfBoundsError):

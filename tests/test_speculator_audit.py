@@ -8,15 +8,18 @@ tests marked `cpu_store_order` check the exact reports; the others hold on both.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from hypothesis import given, settings
 
 from labkit import backends
-from labkit.checks import PaddedSlotOutOfBoundsError
+from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.proofs.audit_report import PaddingInvarianceError
 from labkit.proofs.speculator_audit import audit_speculator, batch_compositions, smallest_failing_batch
-from labkit.speculator import DFlashSpeculator, FixSwitches, Speculator
+from labkit.scenario import TIMELINE
+from labkit.speculator import DFlashSpeculator, Speculator
 
 cpu_store_order = pytest.mark.skipif(backends.backend() == "triton",
                                      reason="which colliding store lands last is a race on a GPU")
@@ -81,8 +84,7 @@ def test_fill_without_mask_is_refused_not_audited(models):
 
 @cpu_store_order
 def test_audit_takes_a_factory_and_leaves_the_buffers_as_it_found_them(models):
-    spec = Speculator(models.draft, max_num_reqs=8, num_steps=2, capture_sizes=(1, 2, 4, 8),
-                      fix=FixSwitches.before())  # no record=True: the audit attaches a trace
+    spec = Speculator(models.draft, TIMELINE.before_fix())  # no record=True: the audit attaches a trace
     watched = {"idx_mapping": spec.idx_mapping, "draft_logits": spec.draft_logits, "input_tokens": spec.input_tokens}
     before = {name: t.clone() for name, t in watched.items()}
     report = audit_speculator(lambda: spec, [3, 0, 5], poisons=("stale",))
@@ -173,8 +175,8 @@ class RowCountDependentDraft(torch.nn.Module):
 
 
 def test_a_draft_model_that_is_not_batch_invariant_is_named_as_the_cause(models):
-    spec = DFlashSpeculator(RowCountDependentDraft(models.draft), max_num_reqs=8, num_steps=2,
-                            capture_sizes=NO_SIZE_1, fix=FixSwitches.after())
+    spec = DFlashSpeculator(RowCountDependentDraft(models.draft),
+                            replace(TIMELINE, drafter="dflash", capture_sizes=NO_SIZE_1).with_pr_fix())
     report = audit_speculator(lambda: spec, [3], poisons=("stale",))
     assert not report.passed
     # Each q of request row 0 came from its own sample row, in the eager and the padded run alike.

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.stats import (
     chi2_sf,
     chi_square,

@@ -33,7 +33,7 @@ GPU_NOTEBOOKS = ("notebooks/04_timing.ipynb", "notebooks/08_appendix_kernel_engi
 
 @pytest.fixture(scope="module")
 def renderers():
-    return docblocks.all_renderers()
+    return taught.all_renderers()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.viz import cpu_timing, figures, gpu_records, race_plots, timing_plots
 from labkit.viz.style import BAD_COLOR, caption_of
 

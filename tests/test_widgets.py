@@ -6,11 +6,15 @@ Device-agnostic: on a GPU (compiled backend) which store lands last is a race, s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from matplotlib.figure import Figure
 
 from labkit import backends
-from labkit.runs import LONG_SCHEDULE, engine_run, timeline_source
+from labkit.config import DrafterConfig, FixSwitches
+from labkit.runs import engine_run, timeline_source
+from labkit.scenario import LONG_SCHEDULE, TIMELINE
 from labkit.viz import mapping_plots
 from labkit.viz.style import caption_of
 from labkit.viz.widgets import Explorer, explorer_figure, explorer_state
@@ -26,22 +30,30 @@ def _overwrites(view) -> bool:
     return bool((view.grid.kinds[view.step] == mapping_plots.PAD_COLLIDES).any())
 
 
+BEFORE = TIMELINE.before_fix()
+
+
+def _fix(drafter="autoregressive", **switches):
+    """The timeline's drafter with the PR's fix but for `switches`."""
+    return replace(TIMELINE, drafter=drafter, fix=FixSwitches(**switches))
+
+
 @pytest.fixture(scope="module")
 def source():
     return timeline_source(LONG_SCHEDULE)
 
 
 def test_state_follows_the_step(source):
-    a = explorer_state(2, False, False, source=source)
-    b = explorer_state(7, False, False, source=source)
-    assert (a.step, b.step) == (2, 7) and a.num_steps == b.num_steps == len(LONG_SCHEDULE)
+    a = explorer_state(2, BEFORE, source=source)
+    b = explorer_state(7, BEFORE, source=source)
+    assert (a.step, b.step) == (2, 7) and a.num_launches == b.num_launches == len(LONG_SCHEDULE)
     assert a.launch.live_slots == list(LONG_SCHEDULE[2]) and b.launch.live_slots == list(LONG_SCHEDULE[7])
     assert a.grid is b.grid or (a.grid.values == b.grid.values).all()  # same run, same grid
-    assert explorer_state(99, False, False, source=source).step == len(LONG_SCHEDULE) - 1
+    assert explorer_state(99, BEFORE, source=source).step == len(LONG_SCHEDULE) - 1
 
 
 def test_state_before_and_after_the_fix(source):
-    before = explorer_state(3, False, False, source=source)  # docs/MECHANICS.md's shrink: slot 3 finished
+    before = explorer_state(3, BEFORE, source=source)  # docs/MECHANICS.md's shrink: slot 3 finished
     assert before.grid.values[3, 7] == 7 and before.grid.kinds[3, 7] == mapping_plots.PAD_COLLIDES
     assert before.launch.writes[7].tolist() == [2, 2]  # rows 6 and 7 both stored slot 7's q
     if IN_ORDER:
@@ -49,26 +61,26 @@ def test_state_before_and_after_the_fix(source):
         assert "padded row 7 wrote slot 7's q" in before.caption
         assert before.q.writer == 7 and before.q.total_variation > 0
     assert bool(before.collisions) == ("padded row 7 wrote slot 7's q" in before.caption)
-    after = explorer_state(3, True, True, source=source)
+    after = explorer_state(3, TIMELINE.with_pr_fix(), source=source)
     assert not after.collisions and "no live request's q was overwritten" in after.caption
     assert after.grid.values[3, 7] == -1 and after.grid.kinds[3, 7] == mapping_plots.PAD_EMPTY
     assert not (after.grid.kinds == mapping_plots.PAD_COLLIDES).any()
-    mask_only = explorer_state(3, False, True, source=source)
+    mask_only = explorer_state(3, _fix(fill_padding=False), source=source)
     assert _overwrites(mask_only)  # stale slots are >= 0: the mask lets them through
     if IN_ORDER:
         assert mask_only.collisions == before.collisions
 
 
 def test_fill_without_mask_is_a_refusal_not_a_crash(source):
-    view = explorer_state(3, True, False, source=source)
-    assert view.error and "mask" in view.error and view.num_steps == 0
+    view = explorer_state(3, _fix(mask_kernel=False), source=source)
+    assert view.error and "mask" in view.error and view.num_launches == 0
     fig = explorer_figure(view)
     assert isinstance(fig, Figure) and "refused" in fig.axes[0].texts[0].get_text() and caption_of(fig)
 
 
 def test_dflash_pad_toggle(source):
-    zero = explorer_state(3, True, True, 0, "dflash", source=source)
-    minus = explorer_state(3, True, True, -1, "dflash", source=source)
+    zero = explorer_state(3, _fix("dflash", dflash_pad=0), source=source)
+    minus = explorer_state(3, _fix("dflash"), source=source)
     assert _overwrites(zero) and (zero.grid.values[3, 14:16] == 0).all()  # padded sample rows point at slot 0
     if IN_ORDER:
         assert any(slot == 0 for slot, *_ in zero.collisions)
@@ -103,7 +115,7 @@ def test_slider_and_toggles_redraw_with_different_data(source):
 def test_default_step_is_the_first_overwrite(source):
     pytest.importorskip("ipywidgets")
     ex = Explorer(source)
-    launches = source("autoregressive", False, False, 0).launches  # the same (cached) run the explorer shows
+    launches = source(BEFORE).launches  # the same (cached) run the explorer shows
     first = next((i for i, launch in enumerate(launches) if launch.collisions()), None)
     if IN_ORDER:
         assert first is not None  # in order, the padded row always stores last
@@ -111,7 +123,7 @@ def test_default_step_is_the_first_overwrite(source):
 
 
 def test_engine_runs_are_cached_per_setting():
-    a = engine_run("autoregressive", False, False, -1, prompts=3)
-    assert engine_run("autoregressive", False, False, -1, prompts=3) is a
+    a = engine_run(DrafterConfig().before_fix().canonical(), prompts=3)
+    assert engine_run(DrafterConfig().before_fix().canonical(), prompts=3) is a
     assert a.launches and len(a.launches) == len(a.steps)
-    assert engine_run("autoregressive", True, False, -1, prompts=3).error  # refused, also cached
+    assert engine_run(DrafterConfig(fix=FixSwitches(mask_kernel=False)), prompts=3).error  # refused, also cached

@@ -17,10 +17,10 @@ from workshop_helpers import kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
-from labkit.checks import LabkitInputError
 from labkit.engine import Engine
+from labkit.errors import LabkitInputError
 from labkit.models import load_toy_models
-from labkit.modes import engine_config_for
+from labkit.modes import mode_named
 from labkit.repro import BenchConfig, bench_requests
 from labkit.workshop import checkers as ex
 from labkit.workshop.capstone import run_capstone
@@ -63,9 +63,8 @@ def test_your_untouched_fill_does_what_the_kits_mask_only_mode_does():
                           drafters=("autoregressive",), check_first=False)
     cfg = BenchConfig(prompts=prompts)
     models = load_toy_models("cpu")
-    shapes = dict(max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps, capture_sizes=cfg.capture_sizes)
     with backends.using_backend("torch"):
-        eager, mask_only = (Engine(models, engine_config_for(mode, **shapes)).generate(
+        eager, mask_only = (Engine(models, mode_named(mode).config.at_shapes_of(cfg.shapes)).generate(
             bench_requests(cfg, models.tokenizer)).outputs for mode in ("eager", "graph-mask-only"))
     same = sum(mask_only[rid] == eager[rid] for rid in eager)
     yours = _your_rows(result)["autoregressive"]

@@ -7,10 +7,10 @@ import torch
 from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: chooses the backend)
-from labkit.runs import propose_inputs
+from labkit.scenario import propose_inputs
 from labkit.workshop import checkers as ex
 from labkit.workshop.dflash_pad import dflash_speculator
-from labkit.workshop.host_steps import TIMELINE
+from labkit.workshop.host_steps import SCHEDULE
 
 # ---------------------------------------------------------------------------------------- right
 
@@ -113,7 +113,7 @@ def test_the_untouched_exercise_first_names_the_symptom_not_the_fix():
 def test_the_pad_of_zero_really_overwrote_slot_zeros_q():
     """The claim of the message, from the speculator itself: sample row 14 stored slot 0's q last."""
     spec = dflash_speculator(dflash_pad_zero)
-    for step, slots in enumerate(TIMELINE[:2]):
+    for step, slots in enumerate(SCHEDULE[:2]):
         spec.propose(*propose_inputs(spec, slots, step=step))
     record = spec.last_record
     assert record.writes[0].tolist() == [2, 2]  # sample rows 0 and 14 (step 0), 1 and 15 (step 1)

@@ -11,11 +11,11 @@ import torch
 from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: chooses the backend)
-from labkit.runs import propose_inputs
+from labkit.scenario import propose_inputs
 from labkit.workshop import checkers as ex
 from labkit.workshop.answers import answers_folder
 from labkit.workshop.fill import FILL, fill_speculator
-from labkit.workshop.host_steps import TIMELINE
+from labkit.workshop.host_steps import SCHEDULE
 
 # ---------------------------------------------------------------------------------------- right
 
@@ -172,7 +172,7 @@ def test_the_untouched_exercise_first_names_the_symptom_not_the_fix():
 def test_the_claims_of_the_message_are_what_the_speculator_did():
     """Step 1 of the timeline with the skeleton: row 7 really wrote slot 7's q, and it is not eager's."""
     spec = fill_speculator(fill_nothing)
-    for step, slots in enumerate(TIMELINE[:2]):
+    for step, slots in enumerate(SCHEDULE[:2]):
         spec.propose(*propose_inputs(spec, slots, step=step))
     record = spec.last_record
     assert record.mapping.tolist() == [0, 1, 2, 4, 5, 6, 7, 7]

@@ -21,8 +21,8 @@ import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import row_key, tl, triton, uniform
-from labkit.workshop.harness import kernel_case, launch_triton
 from labkit.workshop.kernel_mask import judge_launch
+from labkit.workshop.launch_harness import kernel_case, launch_triton
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 needs_kernels = pytest.mark.skipif(not KERNELS_RUN, reason="Triton kernels cannot run here (no Triton, or no GPU "

@@ -1,6 +1,6 @@
 """GPU measurements and the record they write (``python -m labkit.gpu --out DIR``).
 
-    harness.py          timing: L2 flush, CUDA-event medians, graphs holding one call, checkpoints
+    timing.py           timing: L2 flush, CUDA-event medians, graphs holding one call, checkpoints
     records.py          provenance and the JSON record
     sections.py         the sections by name; cli.py runs them, summary.py prints the headline numbers
     kernel.py           the sampling kernel: bandwidth, the mask's cost, torch comparisons, block sweep

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from labkit.gpu.harness import graphed
+from labkit.gpu.timing import graphed
 from labkit.kernels.gumbel import gumbel_sample
+from labkit.kernels.sampling_state import SamplingState
 
 
 def _chi_square(counts: torch.Tensor, expected: torch.Tensor) -> tuple[float, int]:
@@ -25,9 +26,9 @@ def small_vocab_distribution(fast_math: int, n: int = 1 << 20, vocab: int = 64, 
     row = 2.0 * torch.randn(vocab, device="cuda", generator=g)
     logits = row.expand(n, vocab).contiguous()
     mapping = torch.arange(n, dtype=torch.int32, device="cuda")
-    tokens = gumbel_sample(logits, mapping, torch.full((n,), temp, device="cuda"),
-                           torch.arange(n, device="cuda") * 7919 + 1, torch.zeros(n, dtype=torch.int64, device="cuda"),
-                           fast_math=fast_math, backend="triton")
+    state = SamplingState(mapping, torch.full((n,), temp, device="cuda"), torch.arange(n, device="cuda") * 7919 + 1,
+                          torch.zeros(n, dtype=torch.int64, device="cuda"))
+    tokens = gumbel_sample(logits, state, fast_math=fast_math, backend="triton")
     counts = torch.bincount(tokens, minlength=vocab).double()
     chi2, dof = _chi_square(counts, torch.softmax(row.double() / temp, dim=0) * n)
     return {"draws": n, "vocab": vocab, "chi2": chi2, "dof": dof, "z": (chi2 - dof) / (2 * dof) ** 0.5}
@@ -45,7 +46,8 @@ def real_vocab_distribution(rows: int = 2048, vocab: int = 151936, launches: int
     differ = 0
     for i in range(launches):
         seeds = torch.arange(rows, device="cuda") + i * rows + 11
-        toks = {fm: gumbel_sample(logits, mapping, ones, seeds, zeros, fast_math=fm, backend="triton") for fm in (0, 2)}
+        state = SamplingState(mapping, ones, seeds, zeros)
+        toks = {fm: gumbel_sample(logits, state, fast_math=fm, backend="triton") for fm in (0, 2)}
         differ += int((toks[0] != toks[2]).sum())
         for fm in (0, 2):
             counts[fm] += torch.bincount(toks[fm] % 4, minlength=4).double()

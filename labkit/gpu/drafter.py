@@ -5,8 +5,8 @@ launches, and the toy engine end to end.
     bench_e2e                   tokens/s of the toy engine per mode
     graph_step_applications     how often GraphRunner applies a step on the call that captures it
 
-The speculator is the kit's own (mode ``graph-fixed``), built by :func:`labkit.modes.speculator_for`
-and fed by :func:`labkit.runs.propose_inputs`; benchmarks build it with ``validate=False`` so that
+The speculator is the kit's own (mode ``graph-fixed``), built from :data:`labkit.modes.MODES`
+and fed by :func:`labkit.scenario.propose_inputs`; benchmarks build it with ``validate=False`` so that
 the sampling launch does not check its inputs on the host (which synchronises).
 """
 
@@ -14,24 +14,27 @@ from __future__ import annotations
 
 import functools
 import statistics
+from dataclasses import replace
 
 import torch
 
-from labkit.gpu.harness import measure
+from labkit.gpu.timing import measure
 
 TOY_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
-def toy_speculator(capture_sizes=TOY_CAPTURE_SIZES, *, num_steps: int = 4, validate: bool = False,
+def toy_speculator(capture_sizes=TOY_CAPTURE_SIZES, *, k: int = 4, validate: bool = False,
                    mode: str = "graph-fixed"):
-    """The toy drafter on the GPU, every slot live, inputs from labkit.runs.propose_inputs."""
+    """The toy drafter on the GPU, every slot live, inputs from labkit.scenario.propose_inputs."""
     from labkit.models import load_toy_models
-    from labkit.modes import speculator_for
-    from labkit.runs import propose_inputs
+    from labkit.modes import mode_named
+    from labkit.scenario import propose_inputs
+    from labkit.speculator import build_speculator
 
     models = load_toy_models("cuda")
-    spec = speculator_for(mode, models.draft, max_num_reqs=max(capture_sizes), num_steps=num_steps,
-                          capture_sizes=tuple(capture_sizes), device="cuda", validate=validate)
+    config = replace(mode_named(mode).config, k=k, max_num_reqs=max(capture_sizes),
+                     capture_sizes=tuple(capture_sizes))
+    spec = build_speculator(models.draft, config, device="cuda", validate=validate)
     spec.copy_request_inputs(*propose_inputs(spec, list(range(spec.max_num_reqs)), seed=1))
     return spec
 
@@ -42,8 +45,8 @@ def bench_graphs(capture_sizes=TOY_CAPTURE_SIZES, k: int = 4, log=print) -> dict
     'eager' is the kit's eager path (the sampling launch checks its inputs on the host, which
     synchronises); 'eager_launches' skips those checks, leaving only the launches, as a production
     eager mode would; 'graph' replays the captured step."""
-    fast = toy_speculator(capture_sizes, num_steps=k, validate=False)
-    checked = toy_speculator(capture_sizes, num_steps=k, validate=True)
+    fast = toy_speculator(capture_sizes, k=k, validate=False)
+    checked = toy_speculator(capture_sizes, k=k, validate=True)
     out = []
     with torch.no_grad():
         for n in capture_sizes:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import replace
 
 import torch
 
-from labkit.gpu.harness import graphed, measure, per_call
+from labkit.gpu.timing import graphed, measure, per_call
 from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample
 from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
+from labkit.kernels.sampling_state import SamplingState
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 VOCABS = (32000, 128256, 151936)
@@ -34,7 +36,7 @@ STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the
 
 def kernel_case(rows: int, vocab: int, *, padded: int = 0, max_num_reqs: int | None = None, k: int = 2,
                 seed: int = 0, greedy: bool = False):
-    """(logits, slots, temperature, seeds, positions, q) on the GPU; the last `padded` rows hold -1."""
+    """(logits, SamplingState(slots, temperature, seeds, positions, q)) on the GPU; the last `padded` rows hold -1."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     M = max_num_reqs or max(rows, 1)
     logits = 3 * torch.randn(rows, vocab, device="cuda", generator=g)
@@ -45,7 +47,7 @@ def kernel_case(rows: int, vocab: int, *, padded: int = 0, max_num_reqs: int | N
     seeds = torch.randint(0, 2**62, (M,), device="cuda", generator=g)
     positions = torch.randint(0, 4096, (rows,), device="cuda", generator=g)
     q = torch.empty(M, k, vocab, device="cuda")
-    return logits, slots, temperature, seeds, positions, q
+    return logits, SamplingState(slots, temperature, seeds, positions, q)
 
 
 def bytes_moved(rows: int, live: int, vocab: int, store_q: bool = True) -> int:
@@ -65,8 +67,9 @@ def _whole_call(case):
 
 
 def _hash_port_call(case, vocab_index):
-    logits, slots, temperature, seeds, positions, q = case
-    return lambda: hash_port_sample(logits, slots, temperature, seeds, positions, q, STEP, vocab_index)
+    logits, s = case
+    return lambda: hash_port_sample(logits, s.idx_mapping, s.temperature, s.seeds, s.positions, s.draft_logits, STEP,
+                                    vocab_index)
 
 
 class _CompiledHashPort:
@@ -77,8 +80,9 @@ class _CompiledHashPort:
         self.first_call_s: float | None = None
 
     def timings(self, case, vocab_index) -> dict:
-        logits, slots, temperature, seeds, positions, q = case
-        call = functools.partial(self.fn, logits, slots, temperature, seeds, positions, q, STEP, vocab_index)
+        logits, s = case
+        call = functools.partial(self.fn, logits, s.idx_mapping, s.temperature, s.seeds, s.positions, s.draft_logits,
+                                 STEP, vocab_index)
         try:
             if self.first_call_s is None:
                 t0 = time.perf_counter()
@@ -119,11 +123,11 @@ def _half_padded(rows: int, vocab: int) -> dict:
     """Half the rows padded (-1): masked, masked with early exit, and only the live rows launched."""
     half = rows // 2
     case = kernel_case(rows, vocab, padded=rows - half)
-    logits, slots, temperature, seeds, positions, q = case
+    logits, s = case
     no_exit, _ = kernel_launcher(*case, draft_step=STEP, masked=True)
     early, _ = kernel_launcher(*case, draft_step=STEP, masked=True, early_exit=True)
-    live_only, _ = kernel_launcher(logits[:half], slots[:half], temperature, seeds, positions[:half], q,
-                                   draft_step=STEP, masked=True)
+    live = replace(s, idx_mapping=s.idx_mapping[:half], positions=s.positions[:half])
+    live_only, _ = kernel_launcher(logits[:half], live, draft_step=STEP, masked=True)
     ms = measure({"masked": graphed(no_exit, 1), "early_exit": graphed(early, 1),
                   "live_rows_only": graphed(live_only, 1)})
     nbytes = {"masked": bytes_moved(rows, half, vocab), "early_exit": bytes_moved(half, half, vocab)}
@@ -161,10 +165,10 @@ def bench_kernel(rows_list=ROWS, vocabs=VOCABS, compile_rows=COMPILE_ROWS, log=p
 # -- the honest comparison with torch --------------------------------------------------------------
 
 def _natural_calls(case, vocab) -> dict:
-    logits, slots, temperature, seeds, positions, q = case
+    logits, s = case
     calls = {"kernel": _whole_call(case), "hash_port": _hash_port_call(case, torch.arange(vocab, device="cuda"))}
     for name, sampler in NATURAL_SAMPLERS.items():
-        calls[name] = functools.partial(sampler, logits, slots, temperature, q, STEP)
+        calls[name] = functools.partial(sampler, logits, s.idx_mapping, s.temperature, s.draft_logits, STEP)
     return calls
 
 
@@ -223,12 +227,12 @@ def peak_copy_bandwidth(n_bytes: int = 2 * 2**30) -> dict:
 
 
 def _sweep_variants(case, block_v: int, warps: int) -> dict:
-    logits, slots, temperature, seeds, positions, q = case
+    logits, s = case
     cfg = dict(draft_step=STEP, block_v=block_v, num_warps=warps)
     fns = {f"fast{fm}": kernel_launcher(*case, fast_math=fm, **cfg)[0] for fm in (0, 1, 2)}
     # Greedy rows: no hash and no logs; no q store: the memory-only floor of the kernel's structure.
-    fns["greedy"] = kernel_launcher(logits, slots, torch.zeros_like(temperature), seeds, positions, q, **cfg)[0]
-    fns["no_store"] = kernel_launcher(logits, slots, temperature, seeds, positions, None, **cfg)[0]
+    fns["greedy"] = kernel_launcher(logits, replace(s, temperature=torch.zeros_like(s.temperature)), **cfg)[0]
+    fns["no_store"] = kernel_launcher(logits, s.with_q(None), **cfg)[0]
     return fns
 
 

@@ -1,6 +1,6 @@
 """Who wins when a padded row and a live row store to the same q, on a real GPU.
 
-The scenario is docs/MECHANICS.md's timeline (:data:`labkit.runs.MECHANICS_SCHEDULE`): 8 live
+The scenario is docs/MECHANICS.md's timeline (:data:`labkit.scenario.MECHANICS_SCHEDULE`): 8 live
 requests in slots 0..7, then slot 3 finishes. The graph of 8 rows replays for 7 live rows, so row 6
 (live) and padded row 7 (stale: it still says slot 7) both store to ``q[7]``, each program its own
 vocab block. Every launch gets fresh logits; the padded row's are shifted by +100 so that the two
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import torch
 
-from labkit.gpu.harness import graphed
+from labkit.gpu.timing import graphed
 from labkit.kernels.gumbel import kernel_launcher, launch_config
-from labkit.runs import MECHANICS_SCHEDULE
+from labkit.kernels.sampling_state import SamplingState
+from labkit.scenario import MECHANICS_SCHEDULE
 
 TEMPERATURE = 0.8
 PADDED_SHIFT = 100.0  # keeps the padded row's values apart from the live row's
@@ -51,7 +52,8 @@ class _Race:
         positions = torch.zeros(rows, dtype=torch.int64, device=device)
         self.logits = torch.empty(rows, vocab, device=device)
         self.q = torch.zeros(rows, 1, vocab, device=device)
-        launch, _ = kernel_launcher(self.logits, mapping, temperature, seeds, positions, self.q, draft_step=0,
+        state = SamplingState(mapping, temperature, seeds, positions, self.q)
+        launch, _ = kernel_launcher(self.logits, state, draft_step=0,
                                     masked=fixed, block_v=self.block_v, num_warps=self.num_warps)
         self.launch = graphed(launch, reps=1) if graph else launch
         self.gen = torch.Generator(device=device).manual_seed(seed)

@@ -48,7 +48,7 @@ def _inputs(stale: bool = False, device: str = "cuda"):
     `stale`, it still holds slot 7 from the step before (the bug)."""
     import torch
 
-    from labkit.runs import MECHANICS_SCHEDULE
+    from labkit.scenario import MECHANICS_SCHEDULE
 
     before, live = list(MECHANICS_SCHEDULE[0]), list(MECHANICS_SCHEDULE[1])
     rows = len(before)
@@ -59,7 +59,9 @@ def _inputs(stale: bool = False, device: str = "cuda"):
     temperature, g1 = _guarded(torch.full((rows,), 0.8), device)
     seeds, g2 = _guarded(torch.arange(rows, dtype=torch.int64), device)
     q, g3 = _guarded(torch.zeros(rows, 1, VOCAB), device)
-    return (logits, mapping, temperature, seeds, positions, q), (g1, g2, g3)
+    from labkit.kernels.sampling_state import SamplingState
+
+    return (logits, SamplingState(mapping, temperature, seeds, positions, q)), (g1, g2, g3)
 
 
 def stale_overwrites(tensors, launches: int = STALE_LAUNCHES, backend: str = "triton") -> dict:
@@ -68,8 +70,10 @@ def stale_overwrites(tensors, launches: int = STALE_LAUNCHES, backend: str = "tr
     import torch
 
     from labkit.kernels.gumbel import gumbel_sample
+    from labkit.kernels.sampling_state import SamplingState
 
-    logits, mapping, temperature, seeds, positions, q = tensors
+    logits, state = tensors
+    mapping, temperature, q = state.idx_mapping, state.temperature, state.draft_logits
     live = int((mapping[:-1] >= 0).sum())  # rows 0..6 are live; row 7 is the padded one
     padded_row, slot = live, int(mapping[live])
     live_row = int((mapping[:live] == slot).nonzero()[0])
@@ -79,9 +83,9 @@ def stale_overwrites(tensors, launches: int = STALE_LAUNCHES, backend: str = "tr
     for _ in range(launches):
         logits.normal_(generator=gen)
         logits[padded_row] += PADDED_SHIFT
-        gumbel_sample(*tensors, draft_step=0, masked=False, validate=False, backend=backend)
-        gumbel_sample(logits[:live], mapping[:live], temperature, seeds, positions[:live], reference,
-                      draft_step=0, masked=False, validate=False, backend=backend)
+        gumbel_sample(logits, state, draft_step=0, masked=False, validate=False, backend=backend)
+        alone = SamplingState(mapping[:live], temperature, state.seeds, state.positions[:live], reference)
+        gumbel_sample(logits[:live], alone, draft_step=0, masked=False, validate=False, backend=backend)
         got = q[slot, 0]
         differs += int(not torch.equal(got, reference[slot, 0]))
         from_padded += int(torch.isclose(got, logits[padded_row] / temperature[slot], rtol=1e-6, atol=0).any())
@@ -95,7 +99,7 @@ def probe(case: str) -> dict:
     """Launch once and synchronise (the stale case: launch several times); say how far it got."""
     import torch
 
-    from labkit.checks import LabkitInputError, PaddedSlotOutOfBoundsError
+    from labkit.errors import LabkitInputError, PaddedSlotOutOfBoundsError
     from labkit.kernels.gumbel import gumbel_sample
 
     result = {"case": case, "launched": False, "cuda_error": None, "refused": None}

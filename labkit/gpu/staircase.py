@@ -12,8 +12,8 @@ import functools
 import torch
 
 from labkit.gpu.drafter import TOY_CAPTURE_SIZES, toy_speculator
-from labkit.gpu.harness import checkpoint, graphed, measure, per_call
 from labkit.gpu.kernel import REAL_VOCAB, STEP, kernel_case
+from labkit.gpu.timing import checkpoint, graphed, measure, per_call
 from labkit.kernels.gumbel import kernel_launcher
 
 KERNEL_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -23,7 +23,7 @@ REPS = 5  # calls per graph in the kernel staircase
 def bench_staircase_toy(capture_sizes=TOY_CAPTURE_SIZES, log=print) -> dict:
     """Time of the toy draft step against live rows: graph replay of the padded size vs eager
     launches on exactly the live rows (rows past the live ones hold -1: mode graph-fixed)."""
-    from labkit.runs import propose_inputs
+    from labkit.scenario import propose_inputs
 
     spec = toy_speculator(capture_sizes, validate=False)
     points = []
@@ -57,7 +57,7 @@ def _staircase_points(size: int, vocab: int) -> list[dict]:
     # Fresh inputs per capture size: the graph of `size` rows; then the live count n goes down,
     # rows n.. holding -1, against a launch of exactly n rows.
     case = kernel_case(size, vocab)
-    slots = case[1]
+    slots = case[1].idx_mapping
     full_slots = slots.clone()
     graphs = _padded_graphs(case)
     checkpoint(f"kernel staircase: graphs of {size} rows")

@@ -20,15 +20,8 @@ from __future__ import annotations
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import (
-    LabkitInputError,
-    check_backend,
-    check_int,
-    check_mapping_dtype,
-    check_same_device,
-    check_tensor,
-    check_writable,
-)
+from labkit.checks import check_backend, check_int, check_mapping_dtype, check_same_device, check_tensor, check_writable
+from labkit.errors import LabkitInputError
 
 if _backend.HAS_TRITON:
     import triton
@@ -41,25 +34,25 @@ if _backend.HAS_TRITON:
         out_mapping_ptr, out_mapping_stride,  # [total] int: sample row -> slot (written in place)
         out_pos_ptr, out_pos_stride,  # [total] int: sample row -> position (written in place)
         num_reqs, total, pad_value,
-        NUM_STEPS: tl.constexpr,
+        K: tl.constexpr,
         BLOCK: tl.constexpr,
     ):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         in_range = offs < total
-        req = offs // NUM_STEPS
-        live = offs < num_reqs * NUM_STEPS
+        req = offs // K
+        live = offs < num_reqs * K
         slot = tl.load(mapping_ptr + req, mask=live, other=0)
         pos = tl.load(pos_ptr + req, mask=live, other=0)
         # The outputs are persistent buffers the caller may hand over as strided views.
         offs64 = offs.to(tl.int64)
         tl.store(out_mapping_ptr + offs64 * out_mapping_stride, tl.where(live, slot, pad_value), mask=in_range)
-        tl.store(out_pos_ptr + offs64 * out_pos_stride, tl.where(live, pos + offs % NUM_STEPS, 0), mask=in_range)
+        tl.store(out_pos_ptr + offs64 * out_pos_stride, tl.where(live, pos + offs % K, 0), mask=in_range)
 
 
 INT_DTYPES = (torch.int32, torch.int64)
 
 
-def _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, num_steps, pad_value):
+def _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, k, pad_value):
     for name, t in (("idx_mapping", idx_mapping), ("sample_idx_mapping", sample_idx_mapping)):
         check_tensor(name, t, dim=1, what=": one slot per row")
         check_mapping_dtype(t, name)
@@ -69,14 +62,14 @@ def _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, 
                       sample_idx_mapping=sample_idx_mapping, sample_pos=sample_pos)
     check_writable("sample_idx_mapping", sample_idx_mapping)
     check_writable("sample_pos", sample_pos)
-    num_steps = check_int("num_steps", num_steps, low=1)
+    k = check_int("k", k, low=1)
     if sample_idx_mapping.numel() != sample_pos.numel():
         raise LabkitInputError("sample_idx_mapping and sample_pos must have the same length (max_num_reqs * k)")
-    capacity = sample_idx_mapping.numel() // num_steps
+    capacity = sample_idx_mapping.numel() // k
     num_reqs = check_int("num_reqs", num_reqs, low=0)
     if num_reqs > capacity:
         raise LabkitInputError(
-            f"num_reqs={num_reqs} requests x num_steps={num_steps} = {num_reqs * num_steps} sample rows do not "
+            f"num_reqs={num_reqs} requests x k={k} = {num_reqs * k} sample rows do not "
             f"fit sample_idx_mapping of {sample_idx_mapping.numel()} rows (room for {capacity} requests)"
         )
     if idx_mapping.numel() < num_reqs or positions.numel() < num_reqs:
@@ -103,20 +96,20 @@ def prepare_dflash_sample_mapping(
     sample_pos: torch.Tensor,
     *,
     num_reqs: int,
-    num_steps: int,
+    k: int,
     pad_value: int = -1,
     backend: str | None = None,
 ) -> None:
     """Fill the persistent sample buffers in place (live part from the batch, the rest `pad_value`).
 
     idx_mapping and positions: [>= num_reqs], read. sample_idx_mapping and sample_pos:
-    [max_num_reqs * num_steps], written (any strides whose elements do not overlap).
+    [max_num_reqs * k], written (any strides whose elements do not overlap).
     """
     which = check_backend(backend)
-    _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, num_steps, pad_value)
+    _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, k, pad_value)
     if which == "torch":
         prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos,
-                                            num_reqs=num_reqs, num_steps=num_steps, pad_value=pad_value)
+                                            num_reqs=num_reqs, k=k, pad_value=pad_value)
         return
     total = sample_idx_mapping.numel()
     if total == 0:
@@ -126,15 +119,15 @@ def prepare_dflash_sample_mapping(
     dflash_prepare_kernel[(triton.cdiv(total, block),)](
         idx_mapping.contiguous(), positions.contiguous(),
         sample_idx_mapping, sample_idx_mapping.stride(0), sample_pos, sample_pos.stride(0),
-        num_reqs, total, pad_value, NUM_STEPS=num_steps, BLOCK=block,
+        num_reqs, total, pad_value, K=k, BLOCK=block,
     )
 
 
 def prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos, *,
-                                        num_reqs, num_steps, pad_value=-1) -> None:
-    live = num_reqs * num_steps
-    sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(num_steps)
-    step = torch.arange(num_steps, device=positions.device).repeat(num_reqs)
-    sample_pos[:live] = positions[:num_reqs].repeat_interleave(num_steps) + step
+                                        num_reqs, k, pad_value=-1) -> None:
+    live = num_reqs * k
+    sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
+    step = torch.arange(k, device=positions.device).repeat(num_reqs)
+    sample_pos[:live] = positions[:num_reqs].repeat_interleave(k) + step
     sample_idx_mapping[live:] = pad_value
     sample_pos[live:] = 0

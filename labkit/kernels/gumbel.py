@@ -20,9 +20,11 @@ load temperature and seed with `other=0` (a noiseless argmax that is thrown away
 `samples_per_req` > 1 serves DFlash-style drafters, whose sample row r proposes draft step
 `draft_step + r % samples_per_req` of its request.
 
-Every entry point checks its inputs on the host first (:mod:`labkit.kernels.gumbel_inputs`:
+The inputs besides the logits travel as one :class:`~labkit.kernels.sampling_state.SamplingState`.
+Every public entry point checks them on the host first (:mod:`labkit.kernels.gumbel_inputs`:
 dtypes, devices, shapes, strides, and the values the launch reads -- slots, temperatures, NaN);
-reading values synchronises with a GPU, so benchmarks pass ``validate=False``. Whatever gets
+reading values synchronises with a GPU, so callers that checked them where they entered (the
+Speculator, benchmarks) pass ``validate=False``, and the launchers behind trust them. Whatever gets
 through, the token is inside the vocabulary: a NaN score counts as +inf (the first of the largest
 scores wins, on every backend) and lanes past the vocabulary never win.
 
@@ -43,9 +45,11 @@ from dataclasses import dataclass
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import LabkitInputError, check_backend, check_int, check_power_of_two, padded_slot_error
-from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_values
+from labkit.checks import check_backend, check_int, check_power_of_two
+from labkit.errors import LabkitInputError, padded_slot_error
+from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_state, check_switches, check_values
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key_torch
+from labkit.kernels.sampling_state import SamplingState
 
 DEFAULT_BLOCK_V = 1024
 MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (powers of two)
@@ -211,11 +215,7 @@ class WriteTrace:
 
 def gumbel_sample(
     logits: torch.Tensor,
-    idx_mapping: torch.Tensor,
-    temperature: torch.Tensor,
-    seeds: torch.Tensor,
-    positions: torch.Tensor,
-    draft_logits: torch.Tensor | None = None,
+    state: SamplingState,
     *,
     draft_step: int = 0,
     samples_per_req: int = 1,
@@ -228,47 +228,41 @@ def gumbel_sample(
     validate: bool = True,
     backend: str | None = None,
 ) -> torch.Tensor:
-    """Sample one token per row; store each row's scaled logits into `draft_logits[slot, step]`.
+    """Sample one token per row; store each row's scaled logits into `state.draft_logits[slot, step]`.
 
-    Returns int64 tokens [num_rows], always inside the vocabulary. `draft_logits=None` is greedy
-    drafting's case when no q is kept (nothing slot-indexed is written); `masked` selects the
-    kernel after the fix. `early_exit` (masked only) skips padded rows' loads as well as their
-    stores; a padded row then returns token 0.
+    Returns int64 tokens [num_rows], always inside the vocabulary. `state` holds what the launch
+    reads by row and by slot (:class:`~labkit.kernels.sampling_state.SamplingState`); its
+    `draft_logits=None` is greedy drafting's case when no q is kept (nothing slot-indexed is
+    written). `masked` selects the kernel after the fix. `early_exit` (masked only) skips padded
+    rows' loads as well as their stores; a padded row then returns token 0.
 
-    Inputs: logits [num_rows, V] (any float dtype, any strides), idx_mapping [>= num_rows] signed
-    int, temperature float32 and seeds int64 [max_num_reqs], positions [>= num_rows] int32/int64,
-    draft_logits float32 [max_num_reqs, k, V] (any strides whose elements do not overlap). With
-    `validate` (the default) every input is checked first, values too: slots < max_num_reqs,
-    temperatures of the slots read >= 0 and not NaN, no NaN in logits -- a LabkitInputError says
-    which argument is wrong. Reading values synchronises with a GPU, so benchmarks pass
-    ``validate=False`` and vouch for their inputs. (Should NaN logits reach the kernel anyway, NaN
+    Inputs: logits [num_rows, V] (any float dtype, any strides), state.idx_mapping [>= num_rows]
+    signed int, temperature float32 and seeds int64 [max_num_reqs], positions [>= num_rows]
+    int32/int64, draft_logits float32 [max_num_reqs, k, V] (any strides whose elements do not
+    overlap). With `validate` (the default) every input is checked first, values too: slots <
+    max_num_reqs, temperatures of the slots read >= 0 and not NaN, no NaN in logits -- a
+    LabkitInputError says which argument is wrong. Reading values synchronises with a GPU, so
+    callers that checked their inputs where they entered (the Speculator, benchmarks) pass
+    ``validate=False`` and the launch trusts them. (Should NaN logits reach the kernel anyway, NaN
     counts as +inf on every backend.)
 
     `block_v`, `num_warps` and `fast_math` tune the compiled kernel (see :func:`launch_config`);
     they do not change which token is sampled except at float-rounding ties.
     """
     which = check_backend(backend)
-    if early_exit and not masked:
-        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
+    check_switches(masked, early_exit)
     _check_tuning(block_v, num_warps, fast_math)
     if validate:
-        check_layout(logits, idx_mapping, temperature, seeds, positions, draft_logits, trace,
-                     draft_step=draft_step, samples_per_req=samples_per_req, backend=which)
-        check_values(logits, idx_mapping, temperature, masked)
+        check_layout(logits, state, trace, draft_step=draft_step, samples_per_req=samples_per_req, backend=which)
+        check_values(logits, state, masked)
     if which == "torch":
-        return gumbel_sample_torch(logits, idx_mapping, temperature, seeds, positions, draft_logits,
-                                   draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
-                                   early_exit=early_exit, trace=trace)
-    # The kernel reads these with unit stride; they are only read, so a packed copy is the same
-    # input (and under graph capture the copy is captured too, so a replay copies afresh).
-    idx_mapping, temperature, seeds, positions = (
-        t.contiguous() for t in (idx_mapping, temperature, seeds, positions))
+        return _sample_torch(logits, state, draft_step=draft_step, samples_per_req=samples_per_req,
+                             masked=masked, early_exit=early_exit, trace=trace)
     if logits.stride(1) != 1:
         logits = logits.contiguous()
-    launch, finish = kernel_launcher(
-        logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step=draft_step,
-        samples_per_req=samples_per_req, masked=masked, early_exit=early_exit, trace=trace,
-        block_v=block_v, num_warps=num_warps, fast_math=fast_math)
+    launch, finish = _launcher(logits, state.packed(), draft_step=draft_step, samples_per_req=samples_per_req,
+                               masked=masked, early_exit=early_exit, trace=trace,
+                               cfg=_resolve_config(logits.shape[0], logits.shape[1], block_v, num_warps, fast_math))
     launch()
     return finish()
 
@@ -317,7 +311,7 @@ def _check_tuning(block_v, num_warps, fast_math) -> None:
 
 
 def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None) -> dict:
-    _check_tuning(block_v, num_warps, fast_math)
+    """launch_config with the caller's (checked) overrides."""
     cfg = launch_config(num_rows, vocab)
     if block_v is not None:
         cfg["block_v"] = int(block_v)
@@ -333,9 +327,8 @@ def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=Non
     return cfg
 
 
-def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_logits=None, *,
-                    draft_step=0, samples_per_req=1, masked=True, early_exit=False, trace=None, block_v=None,
-                    num_warps=None, fast_math=None):
+def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_req=1, masked=True, early_exit=False,
+                    trace=None, block_v=None, num_warps=None, fast_math=None):
     """A function that launches the sampling kernel alone, with its partial-result buffers made once.
 
     Returns ``(launch, finish)``: ``launch()`` runs the kernel (no reduction over blocks, no
@@ -344,17 +337,23 @@ def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_lo
     Here only the layout is checked (unit stride along the vocabulary and the 1-D inputs);
     the values are the caller's to vouch for.
     """
-    if early_exit and not masked:
-        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
-    check_launchable(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-                      samples_per_req)
+    check_switches(masked, early_exit)
+    _check_tuning(block_v, num_warps, fast_math)
+    check_launchable(logits, state, draft_step, samples_per_req)
+    return _launcher(logits, state, draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
+                     early_exit=early_exit, trace=trace,
+                     cfg=_resolve_config(logits.shape[0], logits.shape[1], block_v, num_warps, fast_math))
+
+
+def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, masked, early_exit, trace, cfg):
+    """(launch, finish) for inputs already checked and laid out as the kernel reads them."""
     num_rows, vocab = logits.shape
-    cfg = _resolve_config(num_rows, vocab, block_v, num_warps, fast_math)
     block_v = cfg["block_v"]
     num_blocks = triton.cdiv(vocab, block_v)
     device = logits.device
     block_max = torch.empty((num_rows, num_blocks), dtype=torch.float32, device=device)
     block_idx = torch.empty((num_rows, num_blocks), dtype=torch.int64, device=device)
+    draft_logits = state.draft_logits
     store_q = draft_logits is not None
     q = draft_logits if store_q else block_max  # a placeholder pointer, never written
     q_strides = (draft_logits.stride(0), draft_logits.stride(1)) if store_q else (0, 0)
@@ -367,7 +366,7 @@ def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_lo
             return
         kernel(
             logits, logits.stride(0),
-            idx_mapping, temperature, seeds, positions,
+            state.idx_mapping, state.temperature, state.seeds, state.positions,
             q, q_strides[0], q_strides[1],
             block_max, block_idx, num_blocks,
             writer, writes, writer.stride(0),
@@ -391,10 +390,8 @@ def kernel_launcher(logits, idx_mapping, temperature, seeds, positions, draft_lo
     return launch, finish
 
 
-def gumbel_sample_torch(
-    logits, idx_mapping, temperature, seeds, positions, draft_logits=None, *, draft_step=0,
-    samples_per_req=1, masked=True, early_exit=False, trace=None,
-) -> torch.Tensor:
+def gumbel_sample_torch(logits, state: SamplingState, *, draft_step=0, samples_per_req=1, masked=True,
+                        early_exit=False, trace=None) -> torch.Tensor:
     """Pure-torch reference with the kernel's semantics, store order included.
 
     Rows store one after another in row order, as the interpreter runs programs, so a later row
@@ -402,8 +399,15 @@ def gumbel_sample_torch(
     slots leaves the winner undefined, which would hide exactly the effect this kit teaches.)
     With `early_exit`, a padded row returns token 0, as the kernel's -inf partial results reduce to.
     """
-    if early_exit and not masked:
-        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
+    check_switches(masked, early_exit)
+    check_state(state)
+    return _sample_torch(logits, state, draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
+                         early_exit=early_exit, trace=trace)
+
+
+def _sample_torch(logits, state: SamplingState, *, draft_step, samples_per_req, masked, early_exit, trace):
+    idx_mapping, temperature, seeds, positions, draft_logits = (
+        state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
     num_rows, vocab = logits.shape
     slots = idx_mapping[:num_rows].to(torch.int64)
     if not masked and bool((slots < 0).any()):

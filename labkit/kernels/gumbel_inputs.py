@@ -3,6 +3,7 @@
 Two kinds: the layout (shapes, dtypes, devices, strides), read from tensor attributes without
 touching the data, and the values (slots, temperatures, NaN), which read the data and so
 synchronise with a GPU -- the reason benchmarks can turn them off with ``validate=False``.
+They run where inputs enter (the public entry points); the launchers behind them trust their inputs.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from labkit.checks import (
-    LabkitInputError,
+    FLOAT_DTYPES,
     check_int,
     check_mapping_dtype,
     check_no_nan,
@@ -19,15 +20,28 @@ from labkit.checks import (
     check_temperatures,
     check_tensor,
     check_writable,
-    padded_slot_error,
 )
+from labkit.errors import LabkitInputError, padded_slot_error
+from labkit.kernels.sampling_state import SamplingState
 
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+def check_switches(masked: bool, early_exit: bool) -> None:
+    """The one rule between the kernel's switches: an early exit needs the mask that says which rows to skip."""
+    if early_exit and not masked:
+        raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
 
 
-def check_layout(logits, idx_mapping, temperature, seeds, positions, draft_logits, trace, *, draft_step,
-                 samples_per_req, backend):
+def check_state(state) -> None:
+    if not isinstance(state, SamplingState):
+        raise LabkitInputError(f"the sampling inputs travel in a SamplingState(idx_mapping, temperature, seeds, "
+                               f"positions, draft_logits), got {type(state).__name__}")
+
+
+def check_layout(logits, state: SamplingState, trace, *, draft_step, samples_per_req, backend):
     """Shapes, dtypes, devices and strides: host-side attributes only, no synchronisation."""
+    check_state(state)
+    idx_mapping, temperature, seeds, positions, draft_logits = (
+        state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
     check_tensor("logits", logits, dim=2, dtypes=FLOAT_DTYPES, what=" [num_rows, vocab] floating point")
     num_rows, vocab = logits.shape
     if vocab < 1:
@@ -85,8 +99,9 @@ def _check_trace(trace, max_num_reqs: int, steps_needed: int) -> None:
                                    f"{steps_needed}] tensor, got shape {tuple(t.shape)}")
 
 
-def check_values(logits, idx_mapping, temperature, masked):
+def check_values(logits, state: SamplingState, masked):
     """Slots, temperatures and logits as the launch will read them (synchronises with a GPU)."""
+    idx_mapping, temperature = state.idx_mapping, state.temperature
     num_rows = logits.shape[0]
     if num_rows == 0 or (logits.is_cuda and torch.cuda.is_current_stream_capturing()):
         return  # under CUDA graph capture nothing can be read back; the capture's warm-up checked
@@ -103,17 +118,17 @@ def _unit_stride(t: torch.Tensor, dim: int) -> bool:
     return t.shape[dim] <= 1 or t.stride(dim) == 1
 
 
-def check_launchable(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step,
-                     samples_per_req) -> None:
+def check_launchable(logits, state: SamplingState, draft_step, samples_per_req) -> None:
     """What the launcher needs to address memory right (cheap, no synchronisation)."""
+    check_state(state)
     if logits.dim() != 2 or logits.shape[1] < 1:
         raise LabkitInputError(f"logits must be [num_rows, vocab >= 1], got shape {tuple(logits.shape)}")
     check_int("draft_step", draft_step, low=0)
     check_int("samples_per_req", samples_per_req, low=1)
-    unit = [("logits", logits, 1)] + [(n, t, 0) for n, t in (
-        ("idx_mapping", idx_mapping), ("temperature", temperature), ("seeds", seeds), ("positions", positions))]
-    if draft_logits is not None:
-        unit.append(("draft_logits", draft_logits, 2))
+    unit = [("logits", logits, 1)] + [(n, getattr(state, n), 0) for n in (
+        "idx_mapping", "temperature", "seeds", "positions")]
+    if state.draft_logits is not None:
+        unit.append(("draft_logits", state.draft_logits, 2))
     for name, t, dim in unit:
         if t.dim() <= dim or not _unit_stride(t, dim):
             hint = "" if name == "draft_logits" else ", or call gumbel_sample, which packs read-only inputs"

@@ -29,6 +29,8 @@ import torch
 
 from labkit import backends as _backend
 from labkit import checks
+from labkit.checks import FLOAT_DTYPES
+from labkit.errors import LabkitInputError
 from labkit.kernels.noise import SALT_ACCEPT, SALT_BONUS, SALT_RESIDUAL, gumbel_torch, row_key_torch, uniform_torch
 
 if _backend.HAS_TRITON:
@@ -162,19 +164,18 @@ class Verdict:
     num_accepted: torch.Tensor  # [num_reqs] int64, 0..k draft tokens accepted
 
 
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
     checks.check_tensor("target_logits", target_logits, dim=3, dtypes=FLOAT_DTYPES, what=" [num_reqs, k + 1, vocab]")
     num_reqs, k1, vocab = target_logits.shape
     if vocab < 1 or k1 < 1:
-        raise checks.LabkitInputError(
+        raise LabkitInputError(
             f"target_logits must be [num_reqs, k + 1 >= 1, vocab >= 1], got {tuple(target_logits.shape)}")
     checks.check_tensor("draft_tokens", draft_tokens, dim=2, dtypes=(torch.int32, torch.int64),
                         what=" [num_reqs, k] tokens")
     if tuple(draft_tokens.shape) != (num_reqs, k1 - 1):
-        raise checks.LabkitInputError(
+        raise LabkitInputError(
             f"draft_tokens has shape {tuple(draft_tokens.shape)}, expected ({num_reqs}, {k1 - 1}) "
             "to match target_logits' [num_reqs, k + 1, V]"
         )
@@ -184,16 +185,16 @@ def _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temper
     checks.check_tensor("seeds", seeds, dim=1, dtypes=(torch.int64,), what=" [max_num_reqs]")
     checks.check_tensor("positions", positions, dim=1, dtypes=(torch.int32, torch.int64), what=" [>= num_reqs]")
     if seeds.shape != temperature.shape:
-        raise checks.LabkitInputError(f"temperature and seeds hold one entry per slot: got {temperature.shape[0]} and "
+        raise LabkitInputError(f"temperature and seeds hold one entry per slot: got {temperature.shape[0]} and "
                                f"{seeds.shape[0]} entries")
     if idx_mapping.shape[0] < num_reqs or positions.shape[0] < num_reqs:
-        raise checks.LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries")
+        raise LabkitInputError(f"idx_mapping and positions need at least num_reqs={num_reqs} entries")
     if draft_logits is not None:
         checks.check_tensor("draft_logits", draft_logits, dim=3, dtypes=(torch.float32,),
                             what=" [max_num_reqs, k, vocab]")
         if (draft_logits.shape[0] != temperature.shape[0] or draft_logits.shape[1] < k1 - 1
                 or draft_logits.shape[2] != vocab):
-            raise checks.LabkitInputError(
+            raise LabkitInputError(
                 f"draft_logits {tuple(draft_logits.shape)} does not match max_num_reqs={temperature.shape[0]}, "
                 f"k={k1 - 1} and vocab={vocab}: the draft and target models must share one vocabulary"
             )
@@ -212,7 +213,7 @@ def _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperatur
     outside = (draft_tokens < 0) | (draft_tokens >= vocab)
     if bool(outside.any()):
         row, j = (int(i) for i in outside.nonzero()[0])
-        raise checks.LabkitInputError(
+        raise LabkitInputError(
             f"draft_tokens[{row}, {j}] is {int(draft_tokens[row, j])}: every draft token must be in "
             f"[0, vocab={vocab}); verification reads p and q at that index"
         )

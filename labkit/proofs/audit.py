@@ -40,15 +40,23 @@ from typing import Callable, Sequence
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.audit_report import AuditReport, Corruption
+from labkit.proofs.poisoning import (
+    DEFAULT_POISONS,
+    STALE,
+    STEP_RESULT,
+    capture,
+    compare,
+    poison_buffers,
+    restore,
+)
+from labkit.proofs.writers import PaddedRun, Prober, attribute, from_trace, reset_trace, trace_copy
+
+__all__ = ["DEFAULT_POISONS", "STALE", "AuditReport", "Buffer", "Corruption", "audit_step"]
 
 ROLES = ("input", "mapping", "output", "scratch")
 INDEXED_BY = ("row", "slot")
-STALE = "stale"
-DEFAULT_POISONS = (STALE, 1, 2)
-FLOAT_POISON_SCALE = 4.0
-STEP_RESULT = "step result"  # the name under which the tensor a step returns is compared
 
 
 # -- describing a step's buffers --------------------------------------------------------------
@@ -130,51 +138,6 @@ class Buffer:
                 yield (i, *sub), value[(i, *sub)]
 
 
-def _poison_like(buf: Buffer, shape, gen: torch.Generator) -> torch.Tensor:
-    t = buf.tensor
-    if t.dtype == torch.bool:
-        out = torch.randint(0, 2, shape, generator=gen).bool()
-    elif t.is_floating_point():
-        if buf.values is None:
-            out = torch.randn(shape, generator=gen, dtype=torch.float64) * FLOAT_POISON_SCALE
-        else:
-            lo, hi = buf.values
-            out = lo + (hi - lo) * torch.rand(shape, generator=gen, dtype=torch.float64)
-    else:
-        lo, hi = buf.values
-        out = torch.randint(int(lo), int(hi), shape, generator=gen, dtype=torch.int64)
-    return out.to(dtype=t.dtype, device=t.device)
-
-
-def _stale_slots(count: int, live_slots: list[int]) -> list[int]:
-    """What a shrinking batch leaves in padded rows: live slots, the last row's first."""
-    return [live_slots[-1 - i % len(live_slots)] for i in range(count)]
-
-
-def _poison(buffers: list[Buffer], poison, live_slots: list[int]) -> None:
-    seed = 0 if poison == STALE else int(poison)
-    gen = torch.Generator().manual_seed(seed)
-    for buf in buffers:
-        t = buf.tensor
-        if buf.role == "output":
-            t.copy_(_poison_like(buf, t.shape, gen))
-            continue
-        rows = buf.non_live
-        if not rows:
-            continue
-        if buf.role == "mapping" and poison == STALE and live_slots:
-            values = torch.tensor(_stale_slots(len(rows), live_slots), dtype=t.dtype, device=t.device)
-        else:
-            values = _poison_like(buf, (len(rows), *t.shape[1:]), gen)
-        t[torch.tensor(rows, device=t.device)] = values
-
-
-def _restore(buffers, saved) -> None:
-    # In place: a captured CUDA graph holds these very tensors' addresses.
-    for b in buffers:
-        b.tensor.copy_(saved[b.name])
-
-
 # -- the audit ------------------------------------------------------------------------------
 
 @dataclass
@@ -252,8 +215,8 @@ def audit_step(
         references = [_audit_one_poison(plan, poison, snapshot, findings, checked) for poison in poisons]
         _check_references(plan, poisons, references, findings)
     finally:
-        _restore(plan.buffers, snapshot)
-        _reset_trace(trace)
+        restore(plan.buffers, snapshot)
+        reset_trace(trace)
     order = {n: i for i, n in enumerate(checked)}
     first = {p: i for i, p in enumerate(poisons)}
     ordered = sorted(findings.values(), key=lambda f: (f.how == "unpadded run", first[f.poisons[0]],
@@ -286,37 +249,26 @@ def _plan(step, buffers, live_rows, padded_rows, poisons, trace, traced, writer_
                  writer_label or (lambda r: f"row {r}"), probe)
 
 
-@dataclass
-class _PaddedRun:
-    """What the padded run left behind, for naming the writer of a corrupted record."""
-
-    got: dict  # the outputs' values
-    writers: tuple  # (writer, writes) of the trace after the padded run (CPU copies or None)
-    reference_writers: tuple  # the same after the unpadded run
-    mappings: dict  # mapping buffer name -> its value after the padded run
-    probes: "_Prober | None"
-
-
 def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, checked: list) -> dict:
     """Poison, run unpadded and padded, and add what differs to `findings`; returns the reference."""
-    _restore(plan.buffers, snapshot)
-    _poison(plan.buffers, poison, plan.live_slots)
+    restore(plan.buffers, snapshot)
+    poison_buffers(plan.buffers, poison, plan.live_slots)
     poisoned = {b.name: b.tensor.clone() for b in plan.buffers}
 
-    _reset_trace(plan.trace)
-    reference = _capture(plan.outputs, plan.step(plan.live_rows), plan.live_rows)
-    reference_writers = _trace_copy(plan.trace)
+    reset_trace(plan.trace)
+    reference = capture(plan.outputs, plan.step(plan.live_rows), plan.live_rows)
+    reference_writers = trace_copy(plan.trace)
 
-    _restore(plan.buffers, poisoned)
-    _reset_trace(plan.trace)
-    got = _capture(plan.outputs, plan.step(plan.padded_rows), plan.live_rows)
+    restore(plan.buffers, poisoned)
+    reset_trace(plan.trace)
+    got = capture(plan.outputs, plan.step(plan.padded_rows), plan.live_rows)
     if STEP_RESULT in got and STEP_RESULT not in checked:
         checked.append(STEP_RESULT)
-    run = _PaddedRun(got, _trace_copy(plan.trace), reference_writers,
+    run = PaddedRun(got, trace_copy(plan.trace), reference_writers,
                      {b.name: b.tensor.cpu().clone() for b in plan.mappings},
-                     _Prober(plan, poisoned, got) if plan.probe else None)
-    for buf_name, index, diff in _compare(plan.outputs, reference, got, plan.live_rows):
-        writer, stores, how = _attribute(plan, buf_name, index, run)
+                     Prober(plan, poisoned, got) if plan.probe else None)
+    for buf_name, index, diff in compare(plan.outputs, reference, got, plan.live_rows):
+        writer, stores, how = attribute(plan, buf_name, index, run)
         key = (buf_name, index, writer)
         if key in findings:
             f = findings[key]
@@ -324,7 +276,7 @@ def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, check
             f.max_abs_diff = max(f.max_abs_diff, diff)
             continue
         # The trace names the unpadded run's writer, the record's own row (see Corruption.sentence).
-        own = how == "write trace" and writer == _from_trace(*run.reference_writers, index)[0]
+        own = how == "write trace" and writer == from_trace(*run.reference_writers, index)[0]
         findings[key] = Corruption(buf_name, index, plan.location(buf_name, index),
                                    _owner(plan.output(buf_name), index), writer,
                                    plan.label(writer) if writer is not None else "", stores, how,
@@ -336,7 +288,7 @@ def _check_references(plan: _Plan, poisons, references: list, findings: dict) ->
     """The reference itself must not depend on the poison: a live output that does reads non-live
     data (or is never written) -- wrong with or without padding."""
     for poison, later in zip(poisons[1:], references[1:], strict=True):
-        for buf_name, index, diff in _compare(plan.outputs, references[0], later, plan.live_rows):
+        for buf_name, index, diff in compare(plan.outputs, references[0], later, plan.live_rows):
             key = (buf_name, index, "unpadded run")
             if key in findings:
                 findings[key].poisons = (*findings[key].poisons, poison)
@@ -346,155 +298,7 @@ def _check_references(plan: _Plan, poisons, references: list, findings: dict) ->
                                        (poisons[0], poison), diff)
 
 
-# -- comparing runs -------------------------------------------------------------------------
-
-def _capture(outputs, result, live_rows) -> dict:
-    got = {b.name: b.tensor.cpu().clone() for b in outputs}
-    if isinstance(result, torch.Tensor):
-        got[STEP_RESULT] = result[:live_rows].cpu().clone()
-    return got
-
-
-def _differs(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Exact inequality, counting NaN equal to NaN in the same place (a step may produce NaN in
-    both runs; that is no difference)."""
-    if a.is_floating_point():
-        nan_a, nan_b = a.isnan(), b.isnan()
-        if not torch.equal(nan_a, nan_b):
-            return True
-        return not torch.equal(a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0))
-    return not torch.equal(a, b)
-
-
-def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.is_floating_point():
-        d = (a.double() - b.double()).abs()
-        return float(d.nan_to_num(nan=float("inf")).max()) if d.numel() else 0.0
-    return float((a.long() - b.long()).abs().max()) if a.numel() else 0.0
-
-
-def _compare(outputs, reference, got, live_rows):
-    """(buffer name, record index, max |difference|) for every live record that differs."""
-    bad = []
-    for buf in outputs:
-        ref_records = dict(buf.records(reference[buf.name]))
-        for index, rec in buf.records(got[buf.name]):
-            if _differs(rec, ref_records[index]):
-                bad.append((buf.name, index, _max_diff(rec, ref_records[index])))
-    if STEP_RESULT in reference and STEP_RESULT in got:
-        a, b = reference[STEP_RESULT], got[STEP_RESULT]
-        if a.shape != b.shape:
-            bad.append((STEP_RESULT, (0,), float("inf")))
-        else:
-            for i in range(min(live_rows, a.shape[0])):
-                if _differs(a[i], b[i]):
-                    bad.append((STEP_RESULT, (i,), _max_diff(a[i], b[i])))
-    return bad
-
-
 def _owner(buf: Buffer | None, index) -> int | None:
     if buf is None:
         return index[0]
     return buf.owner_of(index[0]) if buf.indexed_by == "slot" else index[0]
-
-
-# -- naming the writer ----------------------------------------------------------------------
-
-def _trace_copy(trace) -> tuple:
-    """(writer, writes) of a trace as CPU copies; (None, None) without a trace."""
-    writer = trace if trace is None or isinstance(trace, torch.Tensor) else trace.writer
-    writes = None if writer is trace else getattr(trace, "writes", None)
-    return tuple(None if t is None else t.cpu().clone() for t in (writer, writes))
-
-
-def _reset_trace(trace) -> None:
-    if trace is None:
-        return
-    if isinstance(trace, torch.Tensor):
-        trace.fill_(-1)
-    elif hasattr(trace, "reset"):
-        trace.reset()
-    else:
-        trace.writer.fill_(-1)
-        if getattr(trace, "writes", None) is not None:
-            trace.writes.zero_()
-
-
-def _from_trace(writer_t, writes_t, index) -> tuple[int | None, int | None]:
-    """(row whose store landed last, how many stored) at record `index`, from a trace's tensors."""
-    if writer_t is None:
-        return None, None
-    try:
-        w = writer_t[index[: writer_t.dim()]]
-    except IndexError:
-        return None, None
-    if w.numel() != 1:
-        return None, None
-    w = int(w)
-    stores = int(writes_t[index[: writes_t.dim()]]) if writes_t is not None else None
-    return (w if w >= 0 else None), stores
-
-
-def _attribute(plan: _Plan, name: str, index: tuple, run: _PaddedRun):
-    """(writer row, stores, how) for one corrupted record: the write trace, else the mapping (a
-    single padded row pointing at the slot), else probing."""
-    buf = plan.output(name)
-    candidates = None
-    if buf is not None and buf.indexed_by == "slot":
-        if name == plan.traced:
-            writer, stores = _from_trace(*run.writers, index)
-            if writer is not None:
-                return writer, stores, "write trace"
-        if run.mappings:
-            candidates = _mapping_candidates(plan, run.mappings, index[0])
-            if len(candidates) == 1:
-                return candidates[0], None, "mapping"
-    if run.probes is None:
-        return None, None, "unknown"
-    writer, how = run.probes.writer_of(name, index, candidates or None)
-    return writer, None, how
-
-
-def _mapping_candidates(plan: _Plan, mappings: dict, slot: int) -> list[int]:
-    """Rows the padded step ran that are not live in their mapping and point at `slot`."""
-    cands: list[int] = []
-    for buf in plan.mappings:
-        m, live = mappings[buf.name], set(buf.live)
-        for r in range(min(plan.padded_rows, m.shape[0])):
-            if int(m[r]) == slot and r not in live and r not in cands:
-                cands.append(r)
-    return cands
-
-
-class _Prober:
-    """Find who wrote a record by changing one padded row's inputs and re-running the padded step."""
-
-    def __init__(self, plan: _Plan, poisoned: dict, got: dict):
-        self.plan, self.poisoned, self.got = plan, poisoned, got
-        self._runs: dict[int, dict] = {}
-
-    def _run_with_row_changed(self, row: int) -> dict:
-        plan = self.plan
-        if row not in self._runs:
-            _restore(plan.buffers, self.poisoned)
-            gen = torch.Generator().manual_seed(10_007 + row)
-            for b in plan.buffers:
-                if b.indexed_by == "row" and b.role == "input" and row < b.tensor.shape[0]:
-                    b.tensor[row] = _poison_like(b, b.tensor.shape[1:], gen)
-            self._runs[row] = _capture(plan.outputs, plan.step(plan.padded_rows), plan.live_rows)
-        return self._runs[row]
-
-    def writer_of(self, buf_name, index, candidates):
-        rows = candidates if candidates is not None else list(range(self.plan.live_rows, self.plan.padded_rows))
-        movers = []
-        for r in rows:
-            changed = self._run_with_row_changed(r)
-            at = index[:1] if buf_name == STEP_RESULT else index
-            if _differs(self.got[buf_name][at], changed[buf_name][at]):
-                movers.append(r)
-        _restore(self.plan.buffers, self.poisoned)
-        if not movers:
-            return None, "unknown"
-        # Several rows influence it: in grid order the last one stores last (the CPU interpreter's
-        # order; on a GPU the order is a race, which is why the kit's kernel keeps a write trace).
-        return movers[-1], "probe"

@@ -16,7 +16,7 @@ draft launch (`gumbel_sample` storing q into `draft_logits` by slot) and `reject
 buggy variant is *computed*, not faked: a batch of 2N requests shrinks to the N under test, so
 the graph of 2N rows replays with N padded rows whose stale `idx_mapping` entries are exactly the
 live requests' slots, and whose stale inputs are those requests' previous context. With
-:meth:`FixSwitches.before` the padded rows overwrite every live q with draft logits of the stale
+:meth:`DrafterConfig.before_fix` the padded rows overwrite every live q with draft logits of the stale
 context; with the fix they are masked out. The exact distribution the buggy path emits is also
 computed (:func:`emitted_distribution`), so the plateau it converges to is known in advance.
 
@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.stats import ChiSquare, chi_square, expected_tv, loglog_slope, total_variation, tv_curve
 
 DEFAULT_CONTEXT = "the kind baker lives in the "
@@ -150,14 +150,14 @@ class Samples:
 
 def _padded_speculator(models, n: int, buggy: bool, device):
     """A speculator of 2N slots with one graph of 2N rows, recording its launches."""
-    from labkit.speculator import FixSwitches, Speculator
+    from labkit.config import DrafterConfig
+    from labkit.speculator import Speculator
 
     draft = models.draft
     if next(draft.parameters()).device != device:
         draft = copy.deepcopy(draft).to(device)  # leave the caller's model where it is
-    fix = FixSwitches.before() if buggy else FixSwitches.after()
-    return Speculator(draft, max_num_reqs=2 * n, num_steps=1, capture_sizes=(2 * n,), fix=fix, device=device,
-                      record=True)
+    config = DrafterConfig(k=1, max_num_reqs=2 * n, capture_sizes=(2 * n,))
+    return Speculator(draft, config.before_fix() if buggy else config.with_pr_fix(), device=device, record=True)
 
 
 def _draft_after_shrink(spec, setup: Setup, tokenizer, seeds: torch.Tensor, temperature: torch.Tensor):
@@ -314,6 +314,7 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
     """
     from labkit.kernels.gumbel import gumbel_sample
     from labkit.kernels.rejection import rejection_sample
+    from labkit.kernels.sampling_state import SamplingState
 
     results = []
     with backends.using_backend(backend):
@@ -331,7 +332,7 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
         for k in ks:
             draft_logits = torch.zeros(n, k, V, device=device)
             drafts = torch.stack([
-                gumbel_sample(logits, mapping, temperature, seeds, pos0 + j, draft_logits, draft_step=j,
+                gumbel_sample(logits, SamplingState(mapping, temperature, seeds, pos0 + j, draft_logits), draft_step=j,
                               masked=not buggy)[:n]
                 for j in range(k)], dim=1)
             target = setup.target_logits.to(device).expand(n, k + 1, -1).contiguous()

@@ -7,7 +7,7 @@ drafter, sample row ``i * k + step`` for a DFlash-style one). The kernel's write
 (:class:`~labkit.kernels.gumbel.WriteTrace`) says which row's store landed last and how many rows
 stored; :class:`OwnershipTable` puts the two side by side, one line per (slot, step).
 
-    trace_launch(logits, mapping, ...)  -> (OwnershipTable, tokens, draft_logits)   one launch
+    trace_launch(logits, state, ...)    -> (OwnershipTable, tokens, draft_logits)   one launch
     OwnershipTable.from_record(record)                                              a speculator step
     OwnershipTable.from_trace(trace, live_slots)                                    your own kernel's trace
 """
@@ -19,7 +19,8 @@ from typing import Sequence
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
+from labkit.kernels.sampling_state import SamplingState
 from labkit.speculator import LaunchRecord
 
 # What happened at one draft_logits[slot, step]: a live q stored by its own row alone ("ok"), by its
@@ -150,36 +151,35 @@ class OwnershipTable:
 
 def trace_launch(
     logits: torch.Tensor,
-    idx_mapping: torch.Tensor,
-    temperature: torch.Tensor,
-    seeds: torch.Tensor,
-    positions: torch.Tensor,
+    state: SamplingState,
     *,
     live_slots: Sequence[int],
-    num_steps: int = 1,
+    k: int = 1,
     draft_step: int = 0,
     samples_per_req: int = 1,
     masked: bool = True,
-    draft_logits: torch.Tensor | None = None,
     backend: str | None = None,
 ):
     """One launch of the Gumbel sampling kernel with its write trace on; returns
-    (OwnershipTable, tokens, draft_logits). Runs in whichever backend is active, or `backend`
-    ("interpreter" or "torch"): both record the same writers. On a GPU, which of two colliding rows
-    stores last is a race, so the table is one outcome of it.
+    (OwnershipTable, tokens, draft_logits). `state` is the launch's
+    :class:`~labkit.kernels.sampling_state.SamplingState`; without a q (``draft_logits=None``) the
+    launch stores into a fresh zero one with `k` steps. Runs in whichever backend is active, or
+    `backend` ("interpreter" or "torch"): both record the same writers. On a GPU, which of two
+    colliding rows stores last is a race, so the table is one outcome of it.
     """
     from labkit.kernels.gumbel import WriteTrace, gumbel_sample
 
-    M, V = temperature.numel(), logits.shape[1]
-    if draft_logits is None:
-        draft_logits = torch.zeros(M, num_steps, V, dtype=torch.float32, device=logits.device)
+    M, V = state.temperature.numel(), logits.shape[1]
+    if state.draft_logits is None:
+        state = state.with_q(torch.zeros(M, k, V, dtype=torch.float32, device=logits.device))
+    draft_logits = state.draft_logits
     trace = WriteTrace.empty(M, draft_logits.shape[1], logits.device)
-    tokens = gumbel_sample(logits, idx_mapping, temperature, seeds, positions, draft_logits, draft_step=draft_step,
-                           samples_per_req=samples_per_req, masked=masked, trace=trace, backend=backend)
+    tokens = gumbel_sample(logits, state, draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
+                           trace=trace, backend=backend)
     rows = logits.shape[0]
     record = LaunchRecord(
         num_reqs=len(live_slots), rows=rows // samples_per_req, live_slots=[int(s) for s in live_slots],
-        mapping=idx_mapping[:rows].cpu().clone(), samples_per_req=samples_per_req,
+        mapping=state.idx_mapping[:rows].cpu().clone(), samples_per_req=samples_per_req,
         writer=trace.writer.cpu().clone(), writes=trace.writes.cpu().clone(), row_logits=None,
-        temperature=temperature.cpu().clone(), draft_logits=draft_logits.cpu().clone())
+        temperature=state.temperature.cpu().clone(), draft_logits=draft_logits.cpu().clone())
     return OwnershipTable(record), tokens, draft_logits

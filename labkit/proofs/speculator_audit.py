@@ -7,18 +7,19 @@
 
 The reference is the same speculator run eagerly (exactly the live rows, as vLLM's eager mode
 does); the audited run is its graph replay on the padded row count. The default batch is
-:data:`labkit.runs.MECHANICS_BATCH` (docs/MECHANICS.md's step t+1: slot 3 finished, 7 rows
-padded to 8); the step inputs come from :func:`labkit.runs.propose_inputs`.
+:data:`labkit.scenario.MECHANICS_BATCH` (docs/MECHANICS.md's step t+1: slot 3 finished, 7 rows
+padded to 8); the step inputs come from :func:`labkit.scenario.propose_inputs`.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Sequence
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.proofs.audit import DEFAULT_POISONS, STALE, AuditReport, Buffer, audit_step
-from labkit.runs import MECHANICS_BATCH, propose_inputs
+from labkit.scenario import MECHANICS_BATCH, propose_inputs
 
 DEFAULT_CAPTURE_SIZES = (1, 2, 4, 8)
 
@@ -36,7 +37,7 @@ def _eager(spec):
 
 def speculator_buffers(spec, batch: Sequence[int]) -> list[Buffer]:
     """The persistent buffers of a speculator, with the part that `batch` (live slots in row order) owns."""
-    n, M, k, V = len(batch), spec.max_num_reqs, spec.num_steps, spec.vocab_size
+    n, M, k, V = len(batch), spec.max_num_reqs, spec.k, spec.vocab_size
     rows = range(n)
     bufs = [
         Buffer("idx_mapping", spec.idx_mapping, "row", rows, "mapping", values=(0, M)),
@@ -56,18 +57,20 @@ def speculator_buffers(spec, batch: Sequence[int]) -> list[Buffer]:
     return bufs
 
 
-def _speculator(spec_or_mode, models, *, num_steps: int, max_num_reqs: int, capture_sizes):
+def _speculator(spec_or_mode, models, *, k: int, max_num_reqs: int, capture_sizes):
     """A speculator from a mode name, a factory, or a speculator; with a write trace attached."""
     from labkit.kernels.gumbel import WriteTrace
 
     if isinstance(spec_or_mode, str):
         from labkit import backends
         from labkit.models import load_toy_models
-        from labkit.modes import speculator_for
+        from labkit.modes import mode_named
+        from labkit.speculator import build_speculator
 
         models = models or load_toy_models(backends.default_device())
-        spec = speculator_for(spec_or_mode, models.draft, max_num_reqs=max_num_reqs, num_steps=num_steps,
-                              capture_sizes=capture_sizes, record=True)
+        config = replace(mode_named(spec_or_mode).config, k=k, max_num_reqs=max_num_reqs,
+                         capture_sizes=tuple(capture_sizes))
+        spec = build_speculator(models.draft, config, record=True)
     elif callable(spec_or_mode) and not hasattr(spec_or_mode, "propose"):
         spec = spec_or_mode()
     else:
@@ -75,7 +78,7 @@ def _speculator(spec_or_mode, models, *, num_steps: int, max_num_reqs: int, capt
     if not hasattr(spec, "propose") or not hasattr(spec, "runner"):
         raise LabkitInputError("audit_speculator needs a Speculator, a function returning one, or a mode name")
     if spec.trace is None and spec.draft_logits is not None:
-        spec.trace = WriteTrace.empty(spec.max_num_reqs, spec.num_steps, spec.device)
+        spec.trace = WriteTrace.empty(spec.max_num_reqs, spec.k, spec.device)
     return spec
 
 
@@ -85,7 +88,7 @@ def audit_speculator(
     *,
     poisons: Sequence = DEFAULT_POISONS,
     models=None,
-    num_steps: int = 2,
+    k: int = 2,
     max_num_reqs: int = 8,
     capture_sizes=DEFAULT_CAPTURE_SIZES,
     inputs_seed: int = 0,
@@ -94,15 +97,15 @@ def audit_speculator(
 
     spec_or_mode: a mode name ("graph-buggy", "graph-fixed", "dflash-buggy", ...; see
     :data:`labkit.modes.MODES`), a :class:`~labkit.speculator.Speculator`, or a function that
-    returns one (num_steps, max_num_reqs and capture_sizes apply to a mode name only). A speculator
+    returns one (k, max_num_reqs and capture_sizes apply to a mode name only). A speculator
     without a write trace gets one attached (:class:`~labkit.kernels.gumbel.WriteTrace`). A mode
     that refuses to run (graph-fill-only) raises PaddedSlotOutOfBoundsError, as it should.
     """
-    spec = _speculator(spec_or_mode, models, num_steps=num_steps, max_num_reqs=max_num_reqs,
+    spec = _speculator(spec_or_mode, models, k=k, max_num_reqs=max_num_reqs,
                        capture_sizes=capture_sizes)
     name = spec_or_mode if isinstance(spec_or_mode, str) else type(spec).__name__
     batch = [int(s) for s in batch]
-    n, k = len(batch), spec.num_steps
+    n, k = len(batch), spec.k
     inputs = propose_inputs(spec, batch, seed=inputs_seed)
     padded = spec.runner.rows_for(n)
 
@@ -147,7 +150,7 @@ def smallest_failing_batch(mode: str, *, max_examples: int = 30, poisons: Sequen
                            max_num_reqs: int = 8, capture_sizes=DEFAULT_CAPTURE_SIZES, **kwargs):
     """The smallest batch (after `hypothesis` shrinks it) on which the audit of `mode` fails, or None.
 
-    kwargs go to :func:`audit_speculator` (num_steps, inputs_seed).
+    kwargs go to :func:`audit_speculator` (k, inputs_seed).
     """
     from hypothesis import HealthCheck, find, settings
     from hypothesis.errors import NoSuchExample

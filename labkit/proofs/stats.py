@@ -19,7 +19,7 @@ from typing import Sequence
 
 import torch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 
 def counts_of(tokens: torch.Tensor, vocab: int) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from matplotlib.figure import Figure
 
 from labkit.kernels.gumbel import gumbel_sample_torch
+from labkit.kernels.sampling_state import SamplingState
 from labkit.viz.gpu_records import kernel_table
 from labkit.viz.timing_plots import COPY, MASKED, UNMASKED, finish, new_figure
 
@@ -39,11 +40,12 @@ def _time_size(n: int, vocab: int, repeats: int, g: torch.Generator) -> dict:
     temp, seeds = torch.full((n,), 0.8), torch.arange(n)
     pos = torch.zeros(n, dtype=torch.int64)
     q = torch.empty(n, 1, vocab)
+    state = SamplingState(slots, temp, seeds, pos, q)
     src = torch.randn(n * vocab, generator=g)
     dst = torch.empty_like(src)
 
     def sample(masked: bool):
-        return lambda: gumbel_sample_torch(logits, slots, temp, seeds, pos, q, draft_step=0, masked=masked)
+        return lambda: gumbel_sample_torch(logits, state, draft_step=0, masked=masked)
 
     masked, unmasked = median_ms(sample(True), repeats), median_ms(sample(False), repeats)
     copy = median_ms(lambda: dst.copy_(src), repeats)

@@ -72,9 +72,16 @@ def q_pair_that_matters(min_change: float = 0.01):
     the verifier keeps the drafted token (min(1, p/q) often saturates at 1 under both), and a title
     naming the two distributions its total variation compares. The autoregressive drafter's steps
     first, then DFlash's (pad 0: padded sample rows overwrite slot 0's q)."""
+    from dataclasses import replace
+
+    from labkit.runs import timeline_run
+    from labkit.scenario import TIMELINE
+
+    runs = {drafter: timeline_run(config=replace(TIMELINE, drafter=drafter).before_fix())
+            for drafter in ("autoregressive", "dflash")}
     candidates = [("autoregressive", step) for step in (0, 1)] + [("dflash", step) for step in (0, 1)]
     for drafter, step in candidates:
-        pair = timeline_q_pair(drafter=drafter, step=step)
+        pair = timeline_q_pair(runs[drafter], step=step)
         drawn, used = pair.acceptance(pair.q_drawn), pair.acceptance(pair.q_used)
         if drawn is not None and used is not None and abs(drawn - used) >= min_change:
             break
@@ -90,18 +97,18 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     `bench`: a BenchResult to draw instead of running the bench (the default modes over
     `bench_prompts` prompts).
     """
+    from labkit.config import DrafterConfig
     from labkit.modes import DEFAULT_MODES
     from labkit.repro import BenchConfig, run_bench
-    from labkit.runs import engine_run, timeline_run
-    from labkit.speculator import FixSwitches
+    from labkit.runs import engine_source, timeline_run
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [save_png(moving_parts(), out / "moving_parts.png"),
              save_png(moving_parts(show_fix=True), out / "moving_parts_fixed.png")]
 
-    before = engine_run("autoregressive", False, False, -1, explorer_prompts)
-    after = engine_run("autoregressive", True, True, -1, explorer_prompts)
+    runs = engine_source(explorer_prompts)
+    before, after = runs(DrafterConfig().before_fix()), runs(DrafterConfig().with_pr_fix())
     width = max(launched_width(before.launches), launched_width(after.launches))
     fig = compare_mappings([
         ("before the fix: stale slots stay in padded rows", mapping_grid(before.launches, before.steps, width)),
@@ -109,7 +116,8 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     ])
     paths.append(save_png(fig, out / "mapping_heatmap.png"))
 
-    shrunk = timeline_run(fix=FixSwitches.before()).launches[-1]
+    timeline = timeline_run()  # docs/MECHANICS.md's, before the fix
+    shrunk = timeline.launches[-1]
     paths.append(save_png(ownership_map(shrunk, title="docs/MECHANICS.md's timeline, step t+1 (slot 3 finished)"),
                           out / "ownership_map.png"))
     pair, title = q_pair_that_matters()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu"
 RACE_BLOCK_KEYS = ("vocab", "block_v", "launches", "rows", "padded_share_per_launch", "padded_wins_per_block",

@@ -20,7 +20,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.viz.style import add_caption, legible, run_caption
 
 LIVE, PAD_COLLIDES, PAD_STALE, PAD_EMPTY, NOT_LAUNCHED = range(5)

@@ -22,7 +22,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.viz.mapping_plots import LIVE, PAD_COLLIDES, PAD_EMPTY, PAD_STALE, classify_mapping
 from labkit.viz.style import BAD_COLOR, OK_COLOR, QUIET_COLOR, ROW_COLOR, SLOT_COLOR, add_caption, legible, run_caption
 

@@ -1,8 +1,8 @@
 """q used vs q drawn: the distribution a draft token was drawn from, and the one verification divided by.
 
     q_pair(launch, slot, step)        -> QPair    both q of one (slot, draft step), from a LaunchRecord
-    timeline_q_pair(...)              -> QPair    the same for a step of the docs/MECHANICS.md timeline,
-                                                  with the drafted token and the target's p
+    timeline_q_pair(run, ...)         -> QPair    the same for a step of a timeline run (default:
+                                                  docs/MECHANICS.md's), with the drafted token and the target's p
     q_used_vs_drawn(launch, slot, step) -> Figure bars over the vocabulary
     distribution_bars(target, empirical) -> Figure a target distribution next to sampled ones
 
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.models import ALPHABET
 from labkit.proofs.stats import total_variation
 from labkit.viz.style import BAD_COLOR, OK_COLOR, P_COLOR, QUIET_COLOR, ROW_COLOR, add_caption, legible, run_caption
@@ -96,39 +96,31 @@ def _first_shared_slot(record) -> int:
     return next((int(s) for s in padded if int(s) in record.live_slots), record.live_slots[0])
 
 
-def timeline_q_pair(schedule=None, *, fix=None, launch: int = -1, slot: int | None = None, step: int = 0,
-                    drafter: str = "autoregressive", num_steps: int = 2, capture_sizes=(1, 2, 4, 8)) -> QPair:
-    """q used vs drawn at one launch of a timeline (default: docs/MECHANICS.md's, before the fix).
+def timeline_q_pair(run=None, *, launch: int = -1, slot: int | None = None, step: int = 0) -> QPair:
+    """q used vs drawn at one launch of a timeline run (default: docs/MECHANICS.md's, before the fix).
 
-    Runs the speculator through `schedule` with the inputs of :func:`labkit.runs.propose_inputs`,
-    keeping what :func:`labkit.runs.timeline_run` does not: the token each live row drafted. `p` is
-    the target model's distribution given the same characters the drafter saw (its 16-character
-    window) plus the tokens drafted before `step`. `slot` defaults to the first live slot a padded
-    row also stores to.
+    `run` is a :func:`labkit.runs.timeline_run`, which keeps each step's inputs and drafted tokens.
+    `p` is the target model's distribution given the same characters the drafter saw (its
+    16-character window) plus the tokens drafted before `step`. `slot` defaults to the first live
+    slot a padded row also stores to.
     """
-    from labkit.backends import default_device
-    from labkit.models import load_toy_models
-    from labkit.modes import Mode, speculator_for
-    from labkit.runs import MECHANICS_SCHEDULE, propose_inputs
-    from labkit.speculator import FixSwitches
+    if run is None:
+        from labkit.runs import timeline_run
 
-    schedule = MECHANICS_SCHEDULE if schedule is None else schedule
-    models = load_toy_models(default_device())
-    mode = Mode("timeline", "", drafter=drafter, fix=FixSwitches.before() if fix is None else fix)
-    spec = speculator_for(mode, models.draft, max_num_reqs=capture_sizes[-1], num_steps=num_steps,
-                          capture_sizes=capture_sizes, record=True)
-    index = range(len(schedule))[launch]
-    for i, slots in enumerate(schedule[: index + 1]):
-        inputs = propose_inputs(spec, slots, step=i)
-        drafts = spec.propose(*inputs).cpu()
-    record = spec.last_record
+        run = timeline_run()
+    if run.error or not run.drafts:
+        raise LabkitInputError("timeline_q_pair reads a timeline_run that ran (it keeps inputs and drafts)")
+    from labkit.backends import default_device
+    from labkit.models import shared_toy_models
+
+    record, inputs, drafts = run.launches[launch], run.inputs[launch], run.drafts[launch]
     slot = slot if slot is not None else _first_shared_slot(record)
     if slot not in record.live_slots:
         raise LabkitInputError(f"slot {slot} is not live in this launch (live slots: {record.live_slots})")
     live_row = record.live_slots.index(slot)
-    token = int(drafts[live_row, step])
-    p = _target_p(models, inputs[3][live_row].cpu(), drafts[live_row, :step].tolist(), float(inputs[1][slot]))
-    return q_pair(record, slot, step, token=token, p=p)
+    p = _target_p(shared_toy_models(default_device()), inputs.contexts[live_row].cpu(),
+                  drafts[live_row, :step].tolist(), float(inputs.temperature[slot]))
+    return q_pair(record, slot, step, token=int(drafts[live_row, step]), p=p)
 
 
 def _verdict(pair: QPair) -> str:

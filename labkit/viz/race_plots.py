@@ -19,7 +19,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 from labkit.viz.gpu_records import race_block_entries, race_runs, section_caption
 from labkit.viz.ownership_plots import OVERWRITTEN, OWN_OK, OWNER_COLORS
 from labkit.viz.style import QUIET_COLOR, add_caption, legible

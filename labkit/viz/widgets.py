@@ -1,9 +1,9 @@
 """The stale-mapping explorer: a step slider, a drafter, and (after the exercises) one toggle per part of the fix.
 
-The logic is plain functions of the widget values, testable without a browser or a kernel:
-:func:`explorer_state` says what to draw for a step and a fix setting, from a recorded run of
+The logic is plain functions of a step and a drafter configuration, testable without a browser:
+:func:`explorer_state` says what to draw for them, from a recorded run of
 :mod:`labkit.runs`. :class:`Explorer` wires ipywidgets to it (ipywidgets is imported only there).
-Engine runs are cached per fix setting, so moving the slider only redraws, and going back to a
+Engine runs are cached per configuration, so moving the slider only redraws, and going back to a
 setting is instant.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 import html
 import io
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from matplotlib.figure import Figure
 
-from labkit.checks import LabkitInputError
-from labkit.runs import Source, engine_source
-from labkit.speculator import DRAFTERS, LaunchRecord
+from labkit.config import DRAFTERS, DrafterConfig, FixSwitches
+from labkit.runs import RunSource, engine_source
+from labkit.speculator import LaunchRecord
 from labkit.viz.mapping_plots import MappingGrid, draw_mapping, kind_legend_handles, launched_width, mapping_grid
 from labkit.viz.ownership_plots import draw_ownership, ownership
 from labkit.viz.q_plots import QPair, draw_q, q_pair
@@ -32,7 +32,7 @@ class ExplorerView:
     """Everything the explorer draws for one set of widget values."""
 
     step: int
-    num_steps: int
+    num_launches: int
     label: str
     error: str | None = None
     launch: LaunchRecord | None = None
@@ -43,18 +43,17 @@ class ExplorerView:
     caption: str = ""
 
 
-def explorer_state(step: int, fill: bool, mask: bool, dflash_pad: int = -1, drafter: str = "autoregressive",
-                   *, source: Source | None = None) -> ExplorerView:
-    """What to draw for these widget values: the run's mapping grid, and launch `step` in detail.
+def explorer_state(step: int, config: DrafterConfig | None = None, *, source: RunSource | None = None) -> ExplorerView:
+    """What to draw for a step of the run of `config` (default: the source's, before the fix).
 
-    The q panel shows the first overwritten (slot, draft step) of the launch; if nothing was
-    overwritten it shows the first live slot at draft step 0, where both bars coincide.
+    The mapping grid covers the whole run, and launch `step` is shown in detail. The q panel shows
+    the first overwritten (slot, draft step) of the launch; if nothing was overwritten it shows the
+    first live slot at draft step 0, where both bars coincide.
     """
-    if drafter not in DRAFTERS:
-        raise LabkitInputError(f"drafter must be one of {DRAFTERS}, got {drafter!r}")
-    run = (source or engine_source())(drafter, fill, mask, dflash_pad)
+    source = source or engine_source()
+    run = source(config or source.base.before_fix())
     if run.error:
-        return ExplorerView(step=0, num_steps=0, label=run.label, error=run.error,
+        return ExplorerView(step=0, num_launches=0, label=run.label, error=run.error,
                             caption=f"refused: {run.error.split('. ')[0]}")
     n = len(run.launches)
     step = min(max(int(step), 0), n - 1)
@@ -66,15 +65,15 @@ def explorer_state(step: int, fill: bool, mask: bool, dflash_pad: int = -1, draf
     head = (f"step {run.steps[step]}: {launch.num_reqs} live rows"
             + (f" padded to {launch.rows}" if launch.rows > launch.num_reqs else " (no padding)"))
     caption = head + (": " + "; ".join(sentences) if sentences else ": no live request's q was overwritten")
-    return ExplorerView(step=step, num_steps=n, label=run.label, launch=launch,
+    return ExplorerView(step=step, num_launches=n, label=run.label, launch=launch,
                         grid=mapping_grid(run.launches, steps=run.steps, width=launched_width(run.launches)),
                         collisions=found,
                         sentences=sentences, q=q, caption=caption)
 
 
-def first_collision_step(source: Source, drafter="autoregressive", fill=False, mask=False, dflash_pad=0) -> int:
+def first_collision_step(source: RunSource, config: DrafterConfig | None = None) -> int:
     """The first step of a run at which a padded row overwrote a live request's q (0 if none)."""
-    run = source(drafter, fill, mask, dflash_pad)
+    run = source(config or source.base.before_fix())
     return next((i for i, launch in enumerate(run.launches) if launch.collisions()), 0)
 
 
@@ -119,36 +118,38 @@ class Explorer:
     (and can be tested) outside a running kernel.
     """
 
-    def __init__(self, source: Source | None = None, *, step: int | None = None, fill: bool = False,
-                 mask: bool = False, dflash_pad: int = 0, drafter: str = "autoregressive",
-                 caption: str | None = None, fix_toggles: bool = True):
-        """`caption`: where the runs of `source` were computed (default: the backend in use now);
+    def __init__(self, source: RunSource | None = None, *, step: int | None = None,
+                 config: DrafterConfig | None = None, caption: str | None = None, fix_toggles: bool = True):
+        """`config`: the run shown first (default: the source's drafter before the fix).
+
+        `caption`: where the runs of `source` were computed (default: the backend in use now);
         pass :func:`~labkit.viz.style.run_caption` taken where the source ran, if that differs.
 
         `fix_toggles=False` leaves out the toggles and the DFlash pad (notebook 02 shows the bug
         before the learner writes the fix: the toggles' labels would give it away); the runs then
-        stay at `fill`, `mask` and `dflash_pad`.
+        keep the fix switches of `config`.
         """
         import ipywidgets as w
 
         self.source = source or engine_source()
+        config = config or self.source.base.before_fix()
         self.provenance = caption
+        self.fix_toggles, self._fix = fix_toggles, config.fix
         if step is None:
-            step = first_collision_step(self.source, drafter, fill, mask, dflash_pad)
+            step = first_collision_step(self.source, config)
         self.step = w.IntSlider(value=0, min=0, max=max(step, 1), description="step", continuous_update=False)
-        self.drafter = w.Dropdown(options=list(DRAFTERS), value=drafter, description="drafter")
+        self.drafter = w.Dropdown(options=list(DRAFTERS), value=config.drafter, description="drafter")
+        fix = config.fix
         if fix_toggles:
-            self.fill = w.Checkbox(value=fill, description="fill padded rows with -1", indent=False)
-            self.mask = w.Checkbox(value=mask, description="mask the kernel (slot >= 0)", indent=False)
-            self.dflash_pad = w.Dropdown(options=[0, -1], value=dflash_pad, description="DFlash pad",
-                                         disabled=drafter != "dflash")
-        else:  # fixed settings, never shown: a plain holder of a value, as the widgets would be
-            self.fill, self.mask, self.dflash_pad = _Fixed(fill), _Fixed(mask), _Fixed(dflash_pad)
+            self.fill = w.Checkbox(value=fix.fill_padding, description="fill padded rows with -1", indent=False)
+            self.mask = w.Checkbox(value=fix.mask_kernel, description="mask the kernel (slot >= 0)", indent=False)
+            self.dflash_pad = w.Dropdown(options=[0, -1], value=fix.dflash_pad, description="DFlash pad",
+                                         disabled=config.drafter != "dflash")
         self.image = w.Image(format="png")
         self.caption = w.HTML()
         self.state: ExplorerView | None = None
         self.redraws = 0
-        self._pngs: dict[tuple, bytes] = {}  # (drafter, fill, mask, pad, step) -> rendered view
+        self._pngs: dict[tuple, bytes] = {}  # (config, step) -> rendered view
         self._busy = False
         self.step.value = step
         controls = [self.step, self.drafter] + ([self.fill, self.mask, self.dflash_pad] if fix_toggles else [])
@@ -163,18 +164,27 @@ class Explorer:
         if not self._busy:
             self.redraw()
 
+    def config(self) -> DrafterConfig:
+        """The drafter configuration the widgets show now."""
+        fix = self._fix
+        if self.fix_toggles:
+            fix = FixSwitches(fill_padding=self.fill.value, mask_kernel=self.mask.value,
+                              dflash_pad=self.dflash_pad.value)
+        return replace(self.source.base, drafter=self.drafter.value, fix=fix).canonical()
+
     def redraw(self) -> ExplorerView:
         self._busy = True
         try:
-            self.dflash_pad.disabled = self.drafter.value != "dflash"
-            view = explorer_state(self.step.value, self.fill.value, self.mask.value, self.dflash_pad.value,
-                                  self.drafter.value, source=self.source)
-            self.step.max = max(view.num_steps - 1, 1)
-            if view.step != self.step.value and view.num_steps:
+            if self.fix_toggles:
+                self.dflash_pad.disabled = self.drafter.value != "dflash"
+            config = self.config()
+            view = explorer_state(self.step.value, config, source=self.source)
+            self.step.max = max(view.num_launches - 1, 1)
+            if view.step != self.step.value and view.num_launches:
                 self.step.value = view.step
             self.state = view
             self.caption.value = f"<b>{html.escape(view.label)}</b><br>{html.escape(view.caption)}"
-            key = (self.drafter.value, self.fill.value, self.mask.value, self.dflash_pad.value, view.step)
+            key = (config, view.step)
             if key not in self._pngs:
                 self._pngs[key] = render_png(explorer_figure(view, source=self.provenance))
             self.image.value = self._pngs[key]
@@ -187,32 +197,24 @@ class Explorer:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-@dataclass
-class _Fixed:
-    """A setting the explorer keeps fixed: it has a value, as a widget does, and nothing to show."""
-
-    value: object
-    disabled: bool = True
-
-
-# Settings worth comparing, as (label, drafter, fill, mask, DFlash pad).
-FIX_SETTINGS = (
-    ("before the fix", "autoregressive", False, False, -1),
-    ("mask only", "autoregressive", False, True, -1),
-    ("fill only", "autoregressive", True, False, -1),
-    ("fill + mask", "autoregressive", True, True, -1),
-    ("DFlash, pad 0", "dflash", True, True, 0),
-    ("DFlash, pad -1", "dflash", True, True, -1),
-)
+# Settings worth comparing: what each changes in the source's drafter configuration.
+FIX_SETTINGS: dict[str, dict] = {
+    "before the fix": dict(fix=FixSwitches.before()),
+    "mask only": dict(fix=FixSwitches(fill_padding=False)),
+    "fill only": dict(fix=FixSwitches(mask_kernel=False)),
+    "fill + mask": dict(fix=FixSwitches()),
+    "DFlash, pad 0": dict(drafter="dflash", fix=FixSwitches(dflash_pad=0)),
+    "DFlash, pad -1": dict(drafter="dflash", fix=FixSwitches()),
+}
 
 
-def overwrite_summary(source: Source | None = None, settings=FIX_SETTINGS) -> str:
+def overwrite_summary(source: RunSource | None = None, settings: dict[str, dict] = FIX_SETTINGS) -> str:
     """Per setting: launches, launches in which a padded row overwrote a live q, overwritten (slot, step)s."""
     source = source or engine_source()
     head = f"{'setting':<16}{'launches':>9}{'with an overwrite':>19}{'overwritten q':>15}"
     lines = [head]
-    for label, drafter, fill, mask, pad in settings:
-        run = source(drafter, fill, mask, pad)
+    for label, changes in settings.items():
+        run = source(replace(source.base, **changes))
         if run.error:
             lines.append(f"{label:<16}{'refused before the first padded launch (slot -1, no mask)':>43}")
             continue

@@ -33,19 +33,20 @@ from dataclasses import dataclass, field
 import torch
 
 from labkit import backends
-from labkit.checks import LabkitInputError
+from labkit.config import FixSwitches
+from labkit.errors import LabkitInputError
 from labkit.proofs.ownership import OwnershipTable
-from labkit.speculator import FixSwitches
 from labkit.workshop.answers import variant_of
 from labkit.workshop.feedback import CheckResult, Text, resolve
-from labkit.workshop.harness import kernel_device, kit_work_on
+from labkit.workshop.launch_harness import kernel_device, kit_work_on
 from labkit.workshop.learner_sampler import LearnerSampler
 from labkit.workshop.learner_specs import LearnerDFlashSpeculator, LearnerSpeculator
 
 # The kit's fill is off (yours writes idx_mapping) and the kit lets slot -1 reach the sampler:
 # whether the kernel skips it is up to your kernel.
 YOUR_FIX = FixSwitches(fill_padding=False, mask_kernel=True, dflash_pad=-1)
-MODES = {"autoregressive": ("eager", "graph-buggy"), "dflash": ("dflash-eager", "dflash-buggy")}
+# Per drafter: the eager run your fix must match, and the kit's run before the fix.
+REFERENCE_MODES = {"autoregressive": ("eager", "graph-buggy"), "dflash": ("dflash-eager", "dflash-buggy")}
 YOUR_LAUNCH = "docs/MECHANICS.md's step t+1 (live slots [0, 1, 2, 4, 5, 6, 7], 7 rows padded to a graph of 8)"
 
 
@@ -132,9 +133,9 @@ def run_capstone(namespace: dict | None = None, *, fill=None, kernel=None, sampl
     """
     if prompts < 1:
         raise LabkitInputError(f"prompts must be at least 1, got {prompts}")
-    unknown = [d for d in drafters if d not in MODES]
+    unknown = [d for d in drafters if d not in REFERENCE_MODES]
     if unknown or not drafters:
-        raise LabkitInputError(f"drafters must be some of {', '.join(MODES)}, got {list(drafters)}")
+        raise LabkitInputError(f"drafters must be some of {', '.join(REFERENCE_MODES)}, got {list(drafters)}")
     if check_first:
         pieces = _learner_pieces(namespace or {}, fill, kernel, sample_mapping)
         if isinstance(pieces, CheckResult):
@@ -180,26 +181,25 @@ class Workload:
 def _engine_rows(fill, sampler, sample_mapping, work: Workload, device) -> list[CapstoneRow]:
     from labkit.engine import Engine
     from labkit.models import load_toy_models
-    from labkit.modes import engine_config_for
+    from labkit.modes import mode_named
     from labkit.repro import BenchConfig
 
     cfg = BenchConfig(prompts=work.prompts, seed=work.seed)
     models = load_toy_models(device)
-    shapes = dict(max_num_reqs=cfg.max_num_reqs, num_steps=cfg.num_steps, capture_sizes=cfg.capture_sizes)
     rows = []
     for drafter in work.drafters:
-        eager, buggy = MODES[drafter]
+        eager, buggy = REFERENCE_MODES[drafter]
         outputs = {}
         for run, mode in (("eager (reference)", eager), (f"kit before the fix ({buggy})", buggy)):
-            engine = Engine(models, engine_config_for(mode, **shapes), device=device)
+            engine = Engine(models, mode_named(mode).config.at_shapes_of(cfg.shapes), device=device)
             outputs[run] = work.generate(engine, cfg, f"{drafter}: {run}")
-        config = dataclasses.replace(engine_config_for(buggy, **shapes), fix=YOUR_FIX)
-        spec_kwargs = dict(fix=YOUR_FIX, sampler=sampler, device=device, **shapes)
+        config = dataclasses.replace(mode_named(buggy).config.at_shapes_of(cfg.shapes), fix=YOUR_FIX)
         if drafter == "dflash":
-            spec = LearnerDFlashSpeculator(models.draft, sample_mapping=sample_mapping, fill=fill, **spec_kwargs)
+            spec = LearnerDFlashSpeculator(models.draft, config, sample_mapping=sample_mapping, fill=fill,
+                                           sampler=sampler, device=device)
         else:
-            spec = LearnerSpeculator(models.draft, fill=fill, **spec_kwargs)
-        engine = Engine(models, config, device=device, speculator=spec)
+            spec = LearnerSpeculator(models.draft, config, fill=fill, sampler=sampler, device=device)
+        engine = Engine(models, device=device, speculator=spec)
         outputs["your fix"] = work.generate(engine, cfg, f"{drafter}: your fix")
         reference = outputs["eager (reference)"]
         for run, out in outputs.items():
@@ -211,10 +211,10 @@ def _engine_rows(fill, sampler, sample_mapping, work: Workload, device) -> list[
 def your_launch(fill, sampler, device):
     """The LaunchRecord (with its write trace) of your kernel at the timeline's second step, with your fill."""
     from labkit.models import load_toy_models
-    from labkit.runs import MECHANICS_SCHEDULE, propose_inputs
+    from labkit.scenario import MECHANICS_SCHEDULE, TIMELINE, propose_inputs
 
-    spec = LearnerSpeculator(load_toy_models(device).draft, fill=fill, sampler=sampler, max_num_reqs=8, num_steps=2,
-                             capture_sizes=(1, 2, 4, 8), fix=YOUR_FIX, device=device, record=True)
+    spec = LearnerSpeculator(load_toy_models(device).draft, dataclasses.replace(TIMELINE, fix=YOUR_FIX), fill=fill,
+                             sampler=sampler, device=device, record=True)
     for step, slots in enumerate(MECHANICS_SCHEDULE):
         spec.propose(*propose_inputs(spec, slots, step=step))
     return spec.last_record

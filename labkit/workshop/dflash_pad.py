@@ -13,7 +13,9 @@ decides) and runs the timeline of :mod:`labkit.workshop.host_steps`, then the au
 
 from __future__ import annotations
 
-from labkit.speculator import DFlashSpeculator, FixSwitches
+from dataclasses import replace
+
+from labkit.speculator import DFlashSpeculator
 from labkit.workshop import host_steps as hs
 from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.learner_specs import LearnerDFlashSpeculator
@@ -26,17 +28,18 @@ SOLVED = ("Every sample row the padded graph read held a live slot or no slot at
           f"on {len(hs.AUDIT_BATCHES)} batches.")
 
 
+_DFLASH = replace(hs.CONFIG, drafter="dflash")
+
+
 def dflash_speculator(sample_mapping, **kwargs) -> LearnerDFlashSpeculator:
     """The DFlash speculator of the checks: graphs, masked kernel, the learner's sample mapping."""
-    kwargs.setdefault("fix", FixSwitches(fill_padding=True, mask_kernel=True, dflash_pad=-1))
-    return LearnerDFlashSpeculator(hs.toy_draft_model(), sample_mapping=sample_mapping, max_num_reqs=hs.M,
-                                   num_steps=hs.K, capture_sizes=hs.CAPTURE_SIZES, record=True, **kwargs)
+    return LearnerDFlashSpeculator(hs.toy_draft_model(), _DFLASH.with_pr_fix(), sample_mapping=sample_mapping,
+                                   record=True, **kwargs)
 
 
 def reference_speculator() -> DFlashSpeculator:
     """The kit's fixed DFlash speculator, eager: what every live output must equal."""
-    return DFlashSpeculator(hs.toy_draft_model(), max_num_reqs=hs.M, num_steps=hs.K, capture_sizes=hs.CAPTURE_SIZES,
-                            use_graphs=False)
+    return DFlashSpeculator(hs.toy_draft_model(), replace(_DFLASH.with_pr_fix(), use_graphs=False))
 
 
 DFLASH = hs.HostExercise("c", NAME, "sample_idx_mapping", hs.K, dflash_speculator, reference_speculator)

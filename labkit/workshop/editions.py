@@ -27,7 +27,7 @@ import copy
 import shutil
 from pathlib import Path
 
-from labkit.checks import LabkitInputError
+from labkit.errors import LabkitInputError
 
 SOLUTION_TAG = "solution"
 CHECKER_TAG = "checker"

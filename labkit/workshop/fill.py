@@ -9,14 +9,17 @@ copy and fill (:class:`~labkit.workshop.learner_specs.LearnerSpeculator`), runs 
 
 from __future__ import annotations
 
-from labkit.speculator import FixSwitches, Speculator
+from dataclasses import replace
+
+from labkit.config import FixSwitches
+from labkit.speculator import Speculator
 from labkit.workshop import host_steps as hs
 from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.learner_specs import LearnerSpeculator
 from labkit.workshop.reveal import keeps_answer
 
 NAME = "copy_idx_mapping"
-SOLVED = (f"Over {len(hs.TIMELINE)} steps of the timeline and a fresh speculator, every row the padded graph "
+SOLVED = (f"Over {len(hs.SCHEDULE)} steps of the timeline and a fresh speculator, every row the padded graph "
           "read held a live slot or no slot at all, every live row drafted the eager run's tokens, and every "
           "live slot's q is the distribution its draft was sampled from. The padding-invariance audit agreed "
           f"on {len(hs.AUDIT_BATCHES)} batches: with everything the batch does not own poisoned, the padded "
@@ -26,15 +29,13 @@ SOLVED = (f"Over {len(hs.TIMELINE)} steps of the timeline and a fresh speculator
 
 def fill_speculator(fill, **kwargs) -> LearnerSpeculator:
     """The speculator of the checks: graphs, the kit's masked kernel, the kit's own fill off."""
-    kwargs.setdefault("fix", FixSwitches(fill_padding=False, mask_kernel=True))
-    return LearnerSpeculator(hs.toy_draft_model(), fill=fill, max_num_reqs=hs.M, num_steps=hs.K,
-                             capture_sizes=hs.CAPTURE_SIZES, record=True, **kwargs)
+    config = replace(hs.CONFIG, fix=FixSwitches(fill_padding=False, mask_kernel=True))
+    return LearnerSpeculator(hs.toy_draft_model(), config, fill=fill, record=True, **kwargs)
 
 
 def reference_speculator() -> Speculator:
     """The kit's fixed speculator, eager: what every live output must equal."""
-    return Speculator(hs.toy_draft_model(), max_num_reqs=hs.M, num_steps=hs.K, capture_sizes=hs.CAPTURE_SIZES,
-                      use_graphs=False)
+    return Speculator(hs.toy_draft_model(), replace(hs.CONFIG.with_pr_fix(), use_graphs=False))
 
 
 FILL = hs.HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_speculator)

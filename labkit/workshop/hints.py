@@ -12,7 +12,7 @@ version this session runs (``hint("b-torch")`` or ``hint("b-triton")`` choose on
 from __future__ import annotations
 
 from labkit.workshop.feedback import Text
-from labkit.workshop.harness import triton_kernels_run
+from labkit.workshop.launch_harness import triton_kernels_run
 
 HINTS: dict[str, list[str]] = {
     "a": [

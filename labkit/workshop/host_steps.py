@@ -9,7 +9,7 @@ Each step is judged by what the graph did with the buffer the learner wrote:
   negative value, which the masked kernel skips). Rows past the graph's size are not read this
   step, so they are not judged: a fill that stops at the graph's size is right.
 
-The first steps are the timeline of docs/MECHANICS.md (:data:`labkit.runs.MECHANICS_SCHEDULE`:
+The first steps are the timeline of docs/MECHANICS.md (:data:`labkit.scenario.MECHANICS_SCHEDULE`:
 8 requests, then slot 3 finishes), then the batch shrinks and grows, and a fresh speculator
 (whose buffers still hold their initial contents) runs one small step.
 """
@@ -17,14 +17,14 @@ The first steps are the timeline of docs/MECHANICS.md (:data:`labkit.runs.MECHAN
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from labkit import backends
-from labkit.runs import MECHANICS_SCHEDULE, propose_inputs
+from labkit.models import shared_toy_models
+from labkit.scenario import MECHANICS_SCHEDULE, TIMELINE, propose_inputs
 from labkit.workshop.feedback import (
     CheckResult,
     LearnerRaised,
@@ -35,24 +35,17 @@ from labkit.workshop.feedback import (
     resolve,
     solved,
 )
-from labkit.workshop.harness import kit_work_on
+from labkit.workshop.launch_harness import kit_work_on
 
-M, K = 8, 2
-CAPTURE_SIZES = (1, 2, 4, 8)
-TIMELINE: tuple[tuple[int, ...], ...] = MECHANICS_SCHEDULE + ((3, 4, 5, 6, 7), (6, 1), (2, 0, 7))
+CONFIG = TIMELINE  # the checks' drafter: the timeline's shapes (the fix switches vary per speculator)
+M, K, CAPTURE_SIZES = CONFIG.max_num_reqs, CONFIG.k, CONFIG.capture_sizes
+SCHEDULE: tuple[tuple[int, ...], ...] = MECHANICS_SCHEDULE + ((3, 4, 5, 6, 7), (6, 1), (2, 0, 7))
 FRESH: tuple[tuple[int, ...], ...] = ((0, 1, 2),)
-
-
-@functools.lru_cache(maxsize=2)
-def _toy_models(device: str):
-    from labkit.models import load_toy_models
-
-    return load_toy_models(device)
 
 
 def toy_draft_model():
     """The toy draft model, where the kit's kernels run (the GPU for compiled Triton, else the CPU)."""
-    return _toy_models(str(backends.default_device())).draft
+    return shared_toy_models(backends.default_device()).draft
 
 
 class UnsafeMapping(Exception):
@@ -124,7 +117,7 @@ def run_timeline(exercise: HostExercise, learner: Callable, name: str):
     """Run the timeline, then a fresh speculator; returns (the first failure or None, warnings).
 
     name: what the learner calls the function (messages quote it). The kit's own kernels run on
-    the torch backend on the CPU (:func:`~labkit.workshop.harness.kit_work_on`).
+    the torch backend on the CPU (:func:`~labkit.workshop.launch_harness.kit_work_on`).
     """
     with kit_work_on(backends.default_device()):
         return _run_timeline(dataclasses.replace(exercise, name=name), learner)
@@ -132,7 +125,7 @@ def run_timeline(exercise: HostExercise, learner: Callable, name: str):
 
 def _run_timeline(exercise: HostExercise, learner: Callable):
     warnings: list[str] = []
-    for fresh, schedule in ((False, TIMELINE), (True, FRESH)):
+    for fresh, schedule in ((False, SCHEDULE), (True, FRESH)):
         spec, ref = exercise.make_spec(learner), exercise.make_reference()
         for i, slots in enumerate(schedule):
             rows = spec.runner.rows_for(len(slots))

@@ -9,7 +9,7 @@ The learner writes either
   ``gumbel_rows(logits, idx_mapping, temperature, seeds, positions, q, salt) -> tokens``, whose
   ``temperature``, ``seeds`` and ``q`` index like pointers (index -1 is the memory before them).
 
-Judged by behaviour only, over three launches (:mod:`labkit.workshop.harness`): no row reads or
+Judged by behaviour only, over three launches (:mod:`labkit.workshop.launch_harness`): no row reads or
 writes outside the buffers, every live slot's q is its row's logits over its temperature, no other
 slot's q changes, and every live row samples the reference token. Padded rows' own results are
 thrown away, so any way of skipping them is right: masked loads with any ``other``, ``tl.where``
@@ -37,7 +37,7 @@ from labkit.workshop.feedback import (
     resolve,
     solved,
 )
-from labkit.workshop.harness import (
+from labkit.workshop.launch_harness import (
     BLOCK_V,
     CASE_MAPPINGS,
     Q_UNTOUCHED,

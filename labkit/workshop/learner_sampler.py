@@ -19,20 +19,23 @@ from __future__ import annotations
 import torch
 
 from labkit.kernels.noise import SALT_DRAFT
+from labkit.kernels.sampling_state import SamplingState
 
 _SENTINEL = -3.0e38  # no stored value (scaled logits of the toy models) comes near it
 
 
 class LearnerSampler:
-    """``sampler(logits, idx_mapping, temperature, seeds, positions, draft_logits, *, draft_step,
-    samples_per_req, trace, ...)`` that runs a learner's kernel ('triton') or torch function ('torch')."""
+    """``sampler(logits, state, *, draft_step, samples_per_req, trace, ...)`` (`state` a
+    :class:`~labkit.kernels.sampling_state.SamplingState`) that runs a learner's kernel ('triton')
+    or torch function ('torch')."""
 
     def __init__(self, fn, variant: str):
         self.fn, self.variant = fn, variant
 
-    def __call__(self, logits, idx_mapping, temperature, seeds, positions, draft_logits=None, *, draft_step=0,
-                 samples_per_req=1, trace=None, **_switches):
+    def __call__(self, logits, state: SamplingState, *, draft_step=0, samples_per_req=1, trace=None, **_switches):
         # `masked` and the kit's tuning switches do not apply: the learner's kernel is what it is.
+        idx_mapping, temperature, seeds, positions, draft_logits = (
+            state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
         num_rows = logits.shape[0]
         tokens = torch.empty(num_rows, dtype=torch.int64, device=logits.device)
         for j in range(samples_per_req):

@@ -1,7 +1,7 @@
 """The kit's speculators with the learner's host code in place of the kit's own.
 
-    LearnerSpeculator(draft_model, fill=copy_idx_mapping, ...)               exercise (a)
-    LearnerDFlashSpeculator(draft_model, sample_mapping=build_sample_mapping,
+    LearnerSpeculator(draft_model, config, fill=copy_idx_mapping, ...)        exercise (a)
+    LearnerDFlashSpeculator(draft_model, config, sample_mapping=build_sample_mapping,
                             fill=None, ...)                                   exercise (c)
 
 Both take every other :class:`~labkit.speculator.Speculator` argument (``sampler=`` plugs in a
@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from labkit.config import DrafterConfig
 from labkit.speculator import DFlashSpeculator, Speculator
 from labkit.workshop.feedback import call_learner
 from labkit.workshop.host_steps import refuse_unsafe
@@ -43,10 +44,10 @@ def _copy_with_learner_fill(spec, copy_live_rows: Callable, slots, *rest) -> int
 class LearnerSpeculator(Speculator):
     """The autoregressive drafter; `fill(idx_mapping, slots)` writes the row -> slot mapping each step."""
 
-    def __init__(self, draft_model, *, fill: Callable, **kwargs):
+    def __init__(self, draft_model, config: DrafterConfig, *, fill: Callable, **kwargs):
         self.fill = fill
         self.seen: dict[str, tuple] = {}
-        super().__init__(draft_model, **kwargs)
+        super().__init__(draft_model, config, **kwargs)
 
     def copy_request_inputs(self, slots, *rest) -> int:
         return _copy_with_learner_fill(self, super().copy_request_inputs, slots, *rest)
@@ -56,10 +57,11 @@ class LearnerDFlashSpeculator(DFlashSpeculator):
     """The DFlash-style drafter; `sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping)` builds
     the per-sample-row mapping (the positions stay the kit's), and `fill`, if given, idx_mapping."""
 
-    def __init__(self, draft_model, *, sample_mapping: Callable, fill: Callable | None = None, **kwargs):
+    def __init__(self, draft_model, config: DrafterConfig, *, sample_mapping: Callable,
+                 fill: Callable | None = None, **kwargs):
         self.sample_mapping, self.fill = sample_mapping, fill
         self.seen: dict[str, tuple] = {}
-        super().__init__(draft_model, **kwargs)
+        super().__init__(draft_model, config, **kwargs)
 
     def copy_request_inputs(self, slots, *rest) -> int:
         if self.fill is None:
@@ -71,4 +73,4 @@ class LearnerDFlashSpeculator(DFlashSpeculator):
         super()._prepare_sample_rows(num_reqs)  # the kit's sample positions
         self.sample_idx_mapping.copy_(stale)
         _run_learner(self, "sample_idx_mapping", self.sample_idx_mapping, self.sample_mapping,
-                     self.idx_mapping, num_reqs, self.num_steps, self.sample_idx_mapping)
+                     self.idx_mapping, num_reqs, self.k, self.sample_idx_mapping)

@@ -11,7 +11,7 @@ crashing, and then say which row touched which guard:
 * :class:`GuardedTensor` gives a torch function the same view of memory: index -1 is the row just
   before the buffer (as a pointer offset is), not Python's last element.
 * Compiled on a GPU, neither hook exists: writes show in the guard rows' contents and reads only
-  through their effect on the results (see :mod:`labkit.workshop.harness`).
+  through their effect on the results (see :mod:`labkit.workshop.launch_harness`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from labkit.workshop.feedback import (
     resolve,
     solved,
 )
-from labkit.workshop.harness import kernel_device, triton_kernels_run
+from labkit.workshop.launch_harness import kernel_device, triton_kernels_run
 from labkit.workshop.reveal import keeps_answer
 
 NAME = "q_offset"

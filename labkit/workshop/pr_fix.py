@@ -45,15 +45,15 @@ PIECES: dict[str, tuple[str, tuple[Piece, ...]]] = {
     "b-triton": ("labkit/kernels/gumbel.py, gumbel_sample_kernel", (
         Piece("labkit.kernels.gumbel", "if MASK_PADDING:", "store_mask = in_vocab", mark=r"mask=|other=|>= 0"),
         Piece("labkit.kernels.gumbel", "tl.store(q_row + offs", mark=r"mask=")),),
-    "b-torch": ("labkit/kernels/gumbel.py, gumbel_sample_torch (the kernel's torch reference)", (
-        Piece("labkit.kernels.gumbel:gumbel_sample_torch", "valid = slots >= 0", "seed = torch.where(valid",
+    "b-torch": ("labkit/kernels/gumbel.py, _sample_torch (the kernel's torch reference behind gumbel_sample_torch)", (
+        Piece("labkit.kernels.gumbel:_sample_torch", "valid = slots >= 0", "seed = torch.where(valid",
               mark=r">= 0|valid,"),
-        Piece("labkit.kernels.gumbel:gumbel_sample_torch", "if not bool(valid[row])", "continue",
+        Piece("labkit.kernels.gumbel:_sample_torch", "if not bool(valid[row])", "continue",
               mark=r"valid\[row\]")),),
-    "c": ("labkit/kernels/dflash_prep.py, prepare_dflash_sample_mapping_torch; labkit/speculator.py, FixSwitches", (
-        Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", "live = num_reqs * num_steps",
+    "c": ("labkit/kernels/dflash_prep.py, prepare_dflash_sample_mapping_torch; labkit/config.py, FixSwitches", (
+        Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", "live = num_reqs * k",
               "sample_idx_mapping[live:] = pad_value", mark=r"pad_value"),
-        Piece("labkit.speculator:FixSwitches", "dflash_pad: int", mark=r"dflash_pad")),),
+        Piece("labkit.config:FixSwitches", "dflash_pad: int", mark=r"dflash_pad")),),
     "d": ("labkit/kernels/gumbel.py, gumbel_sample_kernel", (
         Piece("labkit.kernels.gumbel", "if STORE_Q:", "tl.store(q_row + offs", mark=r"int64\)"),)),
 }

@@ -20,7 +20,7 @@ from typing import Callable
 
 from labkit.workshop.answers import Answer, keep, learner_source, saved_answer, variant_of
 from labkit.workshop.feedback import CheckResult, Shown, Text, resolve
-from labkit.workshop.harness import triton_kernels_run
+from labkit.workshop.launch_harness import triton_kernels_run
 from labkit.workshop.pr_fix import FixSource, pr_fix
 
 EXERCISES = ("a", "b", "c", "d")

@@ -28,7 +28,7 @@ import torch
 from labkit.kernels.gumbel import WriteTrace
 from labkit.proofs.ownership import OwnershipTable
 from labkit.workshop.feedback import Shown
-from labkit.workshop.harness import CASE_MAPPINGS, KernelCase, LaunchOutcome, M, launch_torch, launch_triton
+from labkit.workshop.launch_harness import CASE_MAPPINGS, KernelCase, LaunchOutcome, M, launch_torch, launch_triton
 from labkit.workshop.memory import wild_access_in
 
 if TYPE_CHECKING:

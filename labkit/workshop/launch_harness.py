@@ -25,6 +25,8 @@ import torch
 from labkit import backends
 from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.kernels.noise import SALT_DRAFT
+from labkit.kernels.sampling_state import SamplingState
+from labkit.models import one_thread_on_cpu
 from labkit.workshop.memory import GUARD_ROWS, Access, AccessLog, Guarded, GuardedTensor, recording
 
 M = 8  # slots (max_num_reqs)
@@ -63,8 +65,8 @@ class KernelCase:
     def reference(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Tokens [rows] and q [M, V] of the kit's masked kernel (its torch reference)."""
         q = torch.full((M, 1, V), Q_UNTOUCHED, dtype=torch.float32, device=self.logits.device)
-        tokens = gumbel_sample_torch(self.logits, self.mapping, self.temperature, self.seeds, self.positions,
-                                     q, draft_step=0, masked=True)
+        tokens = gumbel_sample_torch(self.logits, SamplingState(self.mapping, self.temperature, self.seeds,
+                                                                 self.positions, q), draft_step=0, masked=True)
         return tokens, q[:, 0]
 
 
@@ -86,13 +88,8 @@ def kit_work_on(device):
     if torch.device(device).type != "cpu":
         yield
         return
-    previous = torch.get_num_threads()
-    with backends.using_backend("torch"):
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(previous)
+    with backends.using_backend("torch"), one_thread_on_cpu(device):
+        yield
 
 
 def kernel_device() -> torch.device:

@@ -1,0 +1,113 @@
+"""One drafter configuration: what the speculator, the engine, the bench's modes and the runs take.
+
+    DrafterConfig(drafter, k, max_num_reqs, capture_sizes, use_graphs, fix, probabilistic)
+    FixSwitches(fill_padding, mask_kernel, dflash_pad)      the parts of PR #47066, each on or off
+
+A configuration is checked once, when it is made, so everything below it can trust it. It is
+frozen and hashable: recorded runs are cached per configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from labkit.checks import check_capture_sizes, check_int
+from labkit.errors import LabkitInputError
+
+DRAFTERS = ("autoregressive", "dflash")
+
+
+@dataclass(frozen=True)
+class FixSwitches:
+    """The parts of PR #47066, each on or off.
+
+    fill_padding: after copying the live rows, set ``idx_mapping[num_reqs:] = -1`` (host side).
+    mask_kernel:  launch the sampling kernel that masks its loads and its store on ``slot >= 0``.
+    dflash_pad:   the value DFlash's input preparation writes into padded sample rows (0 before,
+                  -1 after).
+    """
+
+    fill_padding: bool = True
+    mask_kernel: bool = True
+    dflash_pad: int = -1
+
+    def __post_init__(self):
+        for name in ("fill_padding", "mask_kernel"):
+            if not isinstance(getattr(self, name), bool):
+                raise LabkitInputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        object.__setattr__(self, "dflash_pad", check_int("dflash_pad", self.dflash_pad, low=-1, high=0))
+
+    @classmethod
+    def before(cls) -> FixSwitches:
+        return cls(fill_padding=False, mask_kernel=False, dflash_pad=0)
+
+    @classmethod
+    def after(cls) -> FixSwitches:
+        return cls()
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    """A drafter and how it runs. The defaults are the bench's: k = 4, 16 slots, graphs of 1-16 rows.
+
+    drafter:       "autoregressive" (k forwards, k sampling launches) or "dflash" (one forward, one
+                   launch over k sample rows per request)
+    k:             draft tokens per request and step (vLLM's num_speculative_steps)
+    max_num_reqs:  request-state slots: the rows of every persistent buffer
+    capture_sizes: the graphs' row counts, ascending; a batch pads to the next one
+    use_graphs:    False runs eagerly, on exactly num_reqs rows
+    fix:           which parts of the PR's fix are on (:class:`FixSwitches`)
+    probabilistic: False drafts greedily (argmax, no q kept: immune to the bug)
+    """
+
+    drafter: str = "autoregressive"
+    k: int = 4
+    max_num_reqs: int = 16
+    capture_sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
+    use_graphs: bool = True
+    fix: FixSwitches = field(default_factory=FixSwitches)
+    probabilistic: bool = True
+
+    def __post_init__(self):
+        if self.drafter not in DRAFTERS:
+            raise LabkitInputError(f"unknown drafter {self.drafter!r}: use one of {', '.join(DRAFTERS)}")
+        object.__setattr__(self, "k", check_int("k", self.k, low=1))
+        object.__setattr__(self, "max_num_reqs", check_int("max_num_reqs", self.max_num_reqs, low=1))
+        object.__setattr__(self, "capture_sizes", tuple(check_capture_sizes(self.capture_sizes)))
+        if not isinstance(self.fix, FixSwitches):
+            raise LabkitInputError(f"fix must be a FixSwitches, got {self.fix!r}")
+        for name in ("use_graphs", "probabilistic"):
+            if not isinstance(getattr(self, name), bool):
+                raise LabkitInputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def before_fix(self) -> DrafterConfig:
+        """The same drafter, as it ran before the PR."""
+        return replace(self, fix=FixSwitches.before())
+
+    def with_pr_fix(self) -> DrafterConfig:
+        """The same drafter, with the PR's fix."""
+        return replace(self, fix=FixSwitches.after())
+
+    def at_shapes_of(self, shapes: DrafterConfig) -> DrafterConfig:
+        """This drafter at the k, max_num_reqs and capture sizes of `shapes`."""
+        return replace(self, k=shapes.k, max_num_reqs=shapes.max_num_reqs, capture_sizes=shapes.capture_sizes)
+
+    def canonical(self) -> DrafterConfig:
+        """The same run with what this drafter ignores at its default: only DFlash reads the pad."""
+        if self.drafter == "dflash":
+            return self
+        return replace(self, fix=replace(self.fix, dflash_pad=-1))
+
+    def describe_fix(self) -> str:
+        """The fix setting in words. The two a learner meets before the exercises are named without
+        naming the fix's parts: labels end up in figures the student edition must keep clean."""
+        own = self.canonical()
+        if own == self.canonical().before_fix().canonical():
+            return "before the fix"
+        if own == self.canonical().with_pr_fix().canonical():
+            return "with the PR's fix"
+        fix = self.fix
+        parts = [f"fill {'on' if fix.fill_padding else 'off'}", f"mask {'on' if fix.mask_kernel else 'off'}"]
+        if self.drafter == "dflash":
+            parts.append(f"DFlash pad {fix.dflash_pad}")
+        return ", ".join(parts)

@@ -1,0 +1,34 @@
+"""The errors the kit raises on purpose. Nothing in labkit is below this module: it imports none of it.
+
+Each message says what is wrong and what to do, because most of them are met by learners
+who are in the middle of changing a kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class LabkitInputError(ValueError):
+    """A caller passed something the kit cannot run correctly."""
+
+
+class PaddedSlotOutOfBoundsError(RuntimeError):
+    """A kernel without the `slot >= 0` mask was about to run on a row whose slot is -1."""
+
+
+def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] = (-1,)) -> PaddedSlotOutOfBoundsError:
+    """The refusal of an unmasked launch whose `rows` hold the negative `slots` (named as they are)."""
+    shown = ", ".join(str(r) for r in rows[:8]) + (" ..." if len(rows) > 8 else "")
+    values = sorted(set(int(s) for s in slots), reverse=True)
+    which = ", ".join(str(v) for v in values[:4])
+    first = values[0] if values else -1
+    noun = "slot" if len(values) == 1 else "slots"
+    return PaddedSlotOutOfBoundsError(
+        f"{kernel}: rows [{shown}] hold {noun} {which} (padding), but the kernel was launched without "
+        f"the `slot >= 0` mask. It would read temperature[{first}] and seeds[{first}] and store to "
+        f"draft_logits[{first}, ...]: an out-of-bounds access before the start of each buffer "
+        "(another tensor's memory on a GPU, heap garbage or a crash on the CPU). Filling the "
+        "padded rows with -1 is only half of the fix: also launch the masked kernel "
+        "(mask loads with `other`, and store with `mask=in_vocab & (slot >= 0)`)."
+    )
