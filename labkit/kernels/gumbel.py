@@ -30,9 +30,9 @@ scores wins, on every backend) and lanes past the vocabulary never win.
 
 Compiled for a GPU, the same kernel runs with bigger blocks and ``FAST_MATH`` (see
 :func:`launch_config`): the outer log of the Gumbel transform on the hardware lg2 unit and the inner
-one without libdevice's special cases. That moves it from about 60% to about 88% of a same-bytes
-copy's bandwidth on an H200 (labkit/gpu/kernel.py, record in labkit/data/gpu/) with the same tokens;
-the interpreter keeps the plain form, bit for bit as before.
+one without libdevice's special cases, with the same tokens (what that buys on an H200, against a
+same-bytes copy: the ``sweep`` and ``kernel`` sections of labkit/data/gpu/h200.json, which the
+README renders); the interpreter keeps the plain form, bit for bit as before.
 
 Upstream this is ``gumbel_block_argmax`` / ``_gumbel_sample_kernel`` in
 ``vllm/v1/worker/gpu/sample/gumbel.py``; docs/VLLM_MAP.md says how the two differ (noise, q, blocks).
