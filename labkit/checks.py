@@ -163,11 +163,16 @@ def check_temperatures(temperature: torch.Tensor, slots: torch.Tensor, name: str
         )
 
 
-def check_no_nan(name: str, t: torch.Tensor, rows_word: str = "row") -> None:
-    """No NaN anywhere in `t` (checked on the host: synchronises with a GPU)."""
+def check_no_nan(name: str, t: torch.Tensor, rows_word: str = "row", *, rows: torch.Tensor | None = None) -> None:
+    """No NaN in `t` (checked on the host: synchronises with a GPU).
+
+    `rows`: a bool mask over the first dimension; only those rows are checked (a launch's padded
+    rows, whose results are thrown away, may hold anything). The index named is `t`'s own."""
     if t.numel() == 0 or not t.is_floating_point():
         return
     nan = t.isnan()
+    if rows is not None:
+        nan &= rows.to(device=t.device, dtype=torch.bool).view(-1, *([1] * (t.dim() - 1)))
     if bool(nan.any()):
         where = tuple(int(i) for i in nan.nonzero()[0])
         raise LabkitInputError(

@@ -270,10 +270,19 @@ def load_toy_models(device: str | torch.device = "cpu") -> ToyModels:
     return ToyModels(tokenizer=tokenizer, target=target, draft=draft)
 
 
-@functools.lru_cache(maxsize=4)
 def shared_toy_models(device: str | torch.device = "cpu") -> ToyModels:
-    """One :func:`load_toy_models` per device for the whole process: read it, do not modify it."""
-    return load_toy_models(device)
+    """One :func:`load_toy_models` per device for the whole process: read it, do not modify it.
+
+    Keyed by the device itself: "cuda", "cuda:0" and torch.device("cuda") (on device 0) share one."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return _shared_toy_models(device.type, device.index)
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_toy_models(device_type: str, index: int | None) -> ToyModels:
+    return load_toy_models(torch.device(device_type, index))
 
 
 # --------------------------------------------------------------------------

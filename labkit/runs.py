@@ -46,6 +46,22 @@ def _models():
     return shared_toy_models(default_device())
 
 
+def _where(backend: str | None) -> tuple[str, str]:
+    """(backend, device) a run asked for under `backend` happens on: the key of every cache here.
+
+    A run depends on both (the kernels that sample, the device the models and buffers live on), so
+    a cached run is reused only where it would come out the same: whichever test or notebook asks
+    first does not decide it for the others."""
+    from labkit import backends
+
+    name = backend if backend is not None else backends.backend()
+    with using_backend(name):
+        device = backends.default_device()
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return name, str(device)
+
+
 def timeline_run(schedule=MECHANICS_SCHEDULE, config: DrafterConfig = TIMELINE.before_fix()) -> RecordedRun:
     """Drive a speculator running `config` directly through `schedule` (live slots per step, in row order)."""
     label = f"{config.drafter}, {config.describe_fix()}"
@@ -63,17 +79,24 @@ def timeline_run(schedule=MECHANICS_SCHEDULE, config: DrafterConfig = TIMELINE.b
     return run
 
 
-@functools.lru_cache(maxsize=32)
 def engine_run(config: DrafterConfig = DrafterConfig(), prompts: int = 10, seed: int = 0,
                backend: str | None = None) -> RecordedRun:
-    """The toy engine running `config` over a small bench workload, recording (cached per argument set).
+    """The toy engine running `config` over a small bench workload, recording (cached per argument
+    set, backend and device).
 
     `backend`: run on this backend (the notebooks use "torch" where the kernel is not the point);
     None runs on the one in use.
     """
-    if backend is not None:
-        with using_backend(backend):
-            return engine_run(config, prompts, seed)
+    return _engine_run(config, prompts, seed, *_where(backend))
+
+
+@functools.lru_cache(maxsize=32)
+def _engine_run(config: DrafterConfig, prompts: int, seed: int, backend: str, device: str) -> RecordedRun:
+    with using_backend(backend):
+        return _engine_run_here(config, prompts, seed)
+
+
+def _engine_run_here(config: DrafterConfig, prompts: int, seed: int) -> RecordedRun:
     from labkit.engine import Engine
     from labkit.repro import BenchConfig, bench_requests
 
@@ -108,5 +131,12 @@ def engine_source(prompts: int = 10, seed: int = 0, backend: str | None = None) 
 
 
 def timeline_source(schedule=LONG_SCHEDULE, base: DrafterConfig = TIMELINE) -> RunSource:
-    """Timeline runs of `schedule`, cached per configuration."""
-    return RunSource(base, functools.lru_cache(maxsize=None)(functools.partial(timeline_run, schedule)))
+    """Timeline runs of `schedule`, cached per configuration, backend and device (the one in use
+    when a run is asked for)."""
+
+    @functools.lru_cache(maxsize=None)
+    def cached(config: DrafterConfig, backend: str, device: str) -> RecordedRun:
+        with using_backend(backend):
+            return timeline_run(schedule, config)
+
+    return RunSource(base, lambda config: cached(config, *_where(None)))

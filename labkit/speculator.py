@@ -161,18 +161,23 @@ class Speculator:
     # -- the step's inputs --------------------------------------------------------------------
 
     def copy_request_inputs(self, slots, temperature: torch.Tensor, seeds: torch.Tensor,
-                            contexts: torch.Tensor, positions: torch.Tensor) -> int:
+                            contexts: torch.Tensor, positions: torch.Tensor, *, check_inputs: bool = True) -> int:
         """Write this step's live rows into the persistent buffers; returns num_reqs.
 
         slots: the live rows' request slots, distinct, in [0, max_num_reqs) (a list or an integer
         tensor); temperature (floating, >= 0, not NaN for live slots) and seeds (integer):
         [max_num_reqs], by slot; contexts: [num_reqs, window] token ids in [0, vocab); positions:
         [num_reqs] integers. Any strides. Anything else is refused with a LabkitInputError.
+        `check_inputs=False` copies without looking (the GPU benchmark's floor for what the checks
+        cost: labkit/gpu/drafter.py); the caller vouches for the inputs.
         """
-        slots = self._live_slots(slots)
+        if check_inputs:
+            slots = self._live_slots(slots)
+            self._check_step_inputs(int(slots.numel()), temperature, seeds, contexts, positions)
+            self._check_step_values(temperature, slots, contexts)
+        else:
+            slots = torch.as_tensor(slots).to(device=self.device, dtype=self.idx_mapping.dtype)
         num_reqs = int(slots.numel())
-        self._check_step_inputs(num_reqs, temperature, seeds, contexts, positions)
-        check_temperatures(temperature, slots.to(torch.int64))
         self.temperature.copy_(temperature)
         self.seeds.copy_(seeds)
         self.idx_mapping[:num_reqs].copy_(slots)
@@ -224,15 +229,29 @@ class Speculator:
                                        f"(max_num_reqs={M}, num_reqs={num_reqs}), got {t.dtype} {list(t.shape)}")
         check_same_device(temperature=temperature, seeds=seeds, contexts=contexts, positions=positions,
                           buffers=self.idx_mapping)
+
+    def _check_step_values(self, temperature, slots, contexts) -> None:
+        """The values the step reads: context token ids inside the vocabulary, the live slots'
+        temperatures >= 0 and not NaN. One read-back for all of them (on a GPU: one sync per step,
+        at the public edge); the checks that name what is wrong run only when something is."""
+        used = temperature[slots.to(torch.int64)]
+        bad = ((used < 0) | used.isnan()).any()
+        if contexts.numel():
+            bad = bad | ((contexts < 0) | (contexts >= self.vocab_size)).any()
+        if not bool(bad):
+            return
         if contexts.numel() and (int(contexts.min()) < 0 or int(contexts.max()) >= self.vocab_size):
             raise LabkitInputError(f"contexts must hold token ids in [0, vocab={self.vocab_size}), got values "
                                    f"from {int(contexts.min())} to {int(contexts.max())}")
+        check_temperatures(temperature, slots.to(torch.int64))
 
     # -- proposing ----------------------------------------------------------------------------
 
-    def propose(self, slots, temperature, seeds, contexts, positions) -> torch.Tensor:
-        """Draft k tokens for each live row; returns [num_reqs, k] (a copy)."""
-        num_reqs = self.copy_request_inputs(slots, temperature, seeds, contexts, positions)
+    def propose(self, slots, temperature, seeds, contexts, positions, *, check_inputs: bool = True) -> torch.Tensor:
+        """Draft k tokens for each live row; returns [num_reqs, k] (a copy). `check_inputs`: as in
+        :meth:`copy_request_inputs`."""
+        num_reqs = self.copy_request_inputs(slots, temperature, seeds, contexts, positions,
+                                            check_inputs=check_inputs)
         self._prepare_sample_rows(num_reqs)
         rows = self.runner.rows_for(num_reqs)
         if rows > self.max_num_reqs:

@@ -264,6 +264,30 @@ def test_early_exit_keeps_live_rows_and_skips_padded_ones():
     assert torch.all(q1[untouched] == 5.0)
 
 
+@gpu
+@needs_compiled
+@pytest.mark.parametrize("rows,vocab,block_v", [(9, 4097, None), (64, 151936, None), (512, 128256, None),
+                                                (256, 151936, 1024)])
+def test_the_single_pass_matches_two_passes_in_every_graph_replay(rows, vocab, block_v):
+    """The row's last program reduces the partials on the GPU, where programs race: the same tokens as
+    the reduction in torch, replay after replay of one graph (the counters reset themselves)."""
+    from labkit.gpu.kernel import kernel_case
+    from labkit.gpu.timing import graphed
+    from labkit.kernels.gumbel import kernel_launcher, row_counters
+
+    case = kernel_case(rows, vocab, padded=rows // 4, seed=rows)
+    two, two_finish = kernel_launcher(*case, draft_step=1, block_v=block_v, single_pass=False)
+    two()
+    want = two_finish().clone()
+    one, one_finish = kernel_launcher(*case, draft_step=1, block_v=block_v, single_pass=True)
+    replay = graphed(one, 3)  # three launches per replay
+    for _ in range(10):
+        replay()
+        torch.cuda.synchronize()
+        assert torch.equal(one_finish(), want)
+    assert int(row_counters(DEVICE, rows)[:rows].abs().sum()) == 0
+
+
 if backends.HAS_TRITON:
     import triton
     import triton.language as tl
@@ -384,9 +408,10 @@ def test_compiled_rejection_kernel_matches_reference(vocab, probabilistic):
 
 
 def test_launch_config_keeps_the_interpreters_teaching_configuration():
-    from labkit.kernels.gumbel import launch_config
+    from labkit.kernels.gumbel import SINGLE_PASS, launch_config
 
-    assert launch_config(7, 2049, interpreted=True) == dict(block_v=1024, num_warps=4, fast_math=0)
+    assert launch_config(7, 2049, interpreted=True) == dict(block_v=1024, num_warps=4, fast_math=0,
+                                                            single_pass=SINGLE_PASS)
     big = launch_config(512, 151936, interpreted=False)
     assert big["block_v"] >= 1024 and big["fast_math"] >= 1
     small = launch_config(1, 151936, interpreted=False)

@@ -106,6 +106,38 @@ def test_gumbel_sample_refuses_values_it_cannot_sample_from(backend, change, mat
         _launch(backend=backend, **change)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("poison", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("early_exit", [False, True], ids=["", "early_exit"])
+def test_padded_rows_may_hold_nan_or_inf_and_change_no_live_row(backend, poison, early_exit):
+    """Issue 17, point 4: a padded row's logits (slot -1) are neither refused nor able to change any
+    live row's token or q, whatever they hold; a NaN in a live row is still refused (above)."""
+    logits, mapping, temperature, seeds, positions = launch_case(11, 6, V, M, padded=2)
+    live = 4
+    q_clean = torch.full((M, K, V), 3.0, device=DEVICE)
+    want = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q_clean), draft_step=1,
+                         early_exit=early_exit, backend=backend)
+    bad = logits.clone()
+    bad[live:, ::3] = poison  # part of each padded row
+    bad[live + 1] = poison  # and one padded row whole
+    q = torch.full((M, K, V), 3.0, device=DEVICE)
+    got = gumbel_sample(bad, SamplingState(mapping, temperature, seeds, positions, q), draft_step=1,
+                        early_exit=early_exit, backend=backend)
+    assert torch.equal(got[:live], want[:live])
+    assert torch.equal(q, q_clean)
+    assert bool(((got >= 0) & (got < V)).all())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nan_in_a_live_row_is_refused_even_when_padded_rows_hold_nan_too(backend):
+    logits, mapping, temperature, seeds, positions = launch_case(11, 6, V, M, padded=2)
+    logits[4:] = float("nan")
+    logits[2, 5] = float("nan")
+    with pytest.raises(LabkitInputError, match=r"logits holds NaN \(first at index \(2, 5\)\)"):
+        gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions,
+                                            torch.zeros(M, K, V, device=DEVICE)), backend=backend)
+
+
 @pytest.mark.gpu
 def test_compiled_kernels_refuse_cpu_tensors_by_name():
     logits, mapping, temperature, seeds, positions = (t.cpu() for t in launch_case(11, 6, V, M))

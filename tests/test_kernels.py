@@ -214,6 +214,33 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
         assert tokens["torch"].tolist() == [3] * 6, "NaN ties with +inf, and the first index wins"
 
 
+@pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton kernel's reduction (torch has no kernel)")
+@pytest.mark.parametrize("vocab,block_v", [(37, 16), (1000, 64), (4097, 1024)])
+def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_launch(vocab, block_v):
+    """Issue 17, point 1: the row's last program reduces the blocks itself, to the same token as the
+    reduction in torch, ties (the first index of the maximum) and +inf/NaN included; its counters are
+    back at zero after every launch, so the next launch (or graph replay) starts clean."""
+    from labkit.kernels.gumbel import kernel_launcher, row_counters
+
+    logits, mapping, temperature, seeds, positions = launch_case(3, 8, vocab, padded=2)
+    temperature[mapping[:3].long()] = 0.0  # rows 0-2 greedy: their scores are their logits
+    logits[0] = 1.0  # a greedy row of equal scores in every block: token 0
+    logits[1, [vocab // 2, vocab - 1]] = 50.0  # the same maximum in two blocks: the first wins
+    # NaN counts as +inf and ties with it: index 5 wins
+    logits[2, [vocab - 1, 5]] = torch.tensor([float("inf"), NAN], device=DEVICE)
+    state = SamplingState(mapping, temperature, seeds, positions)
+    want = gumbel_sample(logits, state, validate=False, backend="torch")
+    for launch_no in range(3):
+        got = {}
+        for single in (True, False):
+            launch, finish = kernel_launcher(logits, state, block_v=block_v, single_pass=single)
+            launch()
+            got[single] = finish().cpu()
+        assert torch.equal(got[True], got[False]) and torch.equal(got[True], want.cpu()), launch_no
+        assert got[True][:3].tolist() == [0, vocab // 2, 5]
+        assert int(row_counters(DEVICE, 8)[:8].abs().sum()) == 0, "every row's counter is back at zero"
+
+
 def test_masked_kernel_skips_padded_rows_entirely():
     logits, mapping, temperature, seeds, positions = launch_case(6, 6, 40, padded=3)
     q = torch.full((12, 3, 40), 5.0, device=DEVICE)

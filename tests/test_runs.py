@@ -71,3 +71,61 @@ def test_the_timeline_shows_the_stale_row_before_the_fix_and_none_after():
     # Padded row 7 keeps slot 7 (a live request now in row 6) before the fix: its stores collide.
     assert {slot for slot, *_ in before.launches[1].collisions()} == {7}
     assert before.launches[1].mapping[7] == 7 and after.launches[1].mapping[7] == -1
+
+
+# -- issue 17, point 5: every cache keyed by what it depends on --------------------------------------
+
+def _fake_run(calls):
+    from labkit.runs import RecordedRun
+
+    def run(*args):
+        calls.append((backends.backend(), str(backends.default_device())))
+        return RecordedRun([], [], f"{backends.backend()} on {backends.default_device()}")
+
+    return run
+
+
+def test_engine_runs_are_cached_per_backend_and_device_not_by_whoever_asks_first(monkeypatch):
+    from labkit import runs
+    from labkit.config import DrafterConfig
+
+    calls = []
+    monkeypatch.setattr(runs, "_engine_run_here", _fake_run(calls))
+    config, here = DrafterConfig().with_pr_fix(), backends.backend()
+    args = dict(prompts=7, seed=9917)  # arguments no other test uses: the fakes stay out of their way
+    with backends.using_backend("torch"):
+        on_torch = runs.engine_run(config, **args)  # asked first, under another backend
+    mine = runs.engine_run(config, **args)
+    assert mine.label.startswith(here) and on_torch.label == "torch on cpu"
+    assert (mine is on_torch) == (here == "torch")
+    assert runs.engine_run(config, **args) is mine
+    assert runs.engine_run(config, backend="torch", **args) is on_torch
+    assert len(calls) == (1 if here == "torch" else 2)
+
+
+def test_timeline_sources_are_cached_per_backend_and_device(monkeypatch):
+    from labkit import runs
+
+    calls = []
+    monkeypatch.setattr(runs, "timeline_run", _fake_run(calls))
+    source, here = runs.timeline_source(), backends.backend()
+    with backends.using_backend("torch"):
+        on_torch = source(TIMELINE.with_pr_fix())
+    mine = source(TIMELINE.with_pr_fix())
+    assert mine.label.startswith(here) and on_torch.label == "torch on cpu"
+    assert (mine is on_torch) == (here == "torch")
+    assert source(TIMELINE.with_pr_fix()) is mine
+    with backends.using_backend("torch"):
+        assert source(TIMELINE.with_pr_fix()) is on_torch
+
+
+def test_shared_toy_models_are_one_per_device_however_it_is_named():
+    from labkit.models import shared_toy_models
+
+    assert shared_toy_models("cpu") is shared_toy_models(torch.device("cpu"))
+    assert next(shared_toy_models("cpu").draft.parameters()).device.type == "cpu"
+    if torch.cuda.is_available():
+        on_gpu = shared_toy_models("cuda")
+        assert on_gpu is shared_toy_models("cuda:0") is shared_toy_models(torch.device("cuda", 0))
+        assert on_gpu is not shared_toy_models("cpu")
+        assert next(on_gpu.draft.parameters()).is_cuda

@@ -101,3 +101,70 @@ def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), l
     out.update(config=res["config"], runs=runs,
                median_tokens_per_s={m: statistics.median(run[m]["tokens_per_s"] for run in runs) for m in runs[0]})
     return out
+
+
+# -- issue 17, point 3: what the checks cost an eager draft step ---------------------------------------
+
+DRAFT_CHECK_TARGET = 1.1  # checks on / checks off, at most (printed beside the figures, not asserted)
+
+
+def step_unchecked(spec, slots, temperature, seeds, contexts, positions):
+    """The step ``spec.propose`` makes -- the same copies into the buffers, the same k launches, the
+    same tokens -- with no check of the inputs' values: the floor the checked step is compared with.
+    `spec` is built with ``validate=False`` (no NaN check of q after drafting either)."""
+    return spec.propose(slots, temperature, seeds, contexts, positions, check_inputs=False)
+
+
+def _wall_ms(fns: dict, iters: int) -> dict[str, float]:
+    """Median wall-clock milliseconds of each callable until its GPU work is done, interleaved
+    (a step ends when its tokens are ready, so the drain after the last launch counts for both)."""
+    import time
+
+    times = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(iters):
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def bench_draft_checks(rows_list=(1, 8, 32, 64), k: int = 4, iters: int = 60, log=print) -> dict:
+    """An eager draft step (copy-in + k x (draft forward + sampling)) with the kit's checks on --
+    ``Speculator.propose`` with ``validate=True``: the inputs' values checked at copy-in, one NaN
+    check of q after drafting -- against the same step with no check (``checks_off``:
+    :func:`step_unchecked`), and against ``propose`` with ``validate=False`` (``validate_off``:
+    the copy-in checks, which always run, without the NaN check of q).
+
+    The inputs arrive as the engine hands them over: the live slots as a host list, the rest
+    (temperature and seeds by slot, contexts, positions) on the GPU. Wall clock to the step's tokens
+    being ready, medians of `iters` interleaved runs. The sampling launches inside read nothing back
+    either way; what differs is the checks at the edge (one read-back at copy-in, one after)."""
+    from labkit.scenario import propose_inputs
+
+    capture_sizes = tuple(sorted(set(rows_list)))
+    on = toy_speculator(capture_sizes, k=k, validate=True, mode="eager")
+    off = toy_speculator(capture_sizes, k=k, validate=False, mode="eager")
+    out = []
+    with torch.no_grad():
+        for n in rows_list:
+            inputs = propose_inputs(on, list(range(n)), seed=1)
+            args = (inputs.slots.tolist(), *inputs[1:])  # the engine's form: slots from the host
+            ms = _wall_ms({"checks_on": functools.partial(on.propose, *args),
+                           "checks_off": functools.partial(step_unchecked, off, *args),
+                           "validate_off": functools.partial(off.propose, *args)}, iters)
+            same = torch.equal(on.propose(*args), step_unchecked(off, *args))
+            entry = {"rows": n, "k": k, "ms": ms, "ratio": ms["checks_on"] / ms["checks_off"],
+                     "ratio_validate_off": ms["checks_on"] / ms["validate_off"], "same_tokens": bool(same)}
+            log(f"  rows {n:>3}, k {k}: checks on {ms['checks_on']*1e3:7.1f} us, off {ms['checks_off']*1e3:7.1f} us:"
+                f" {entry['ratio']:.3f}x (target <= {DRAFT_CHECK_TARGET}x); over validate=False "
+                f"({ms['validate_off']*1e3:.1f} us): {entry['ratio_validate_off']:.3f}x; same tokens: {same}")
+            out.append(entry)
+    return {"draft_model": "toy TinyLM draft (labkit/data/draft.pt)", "mode": "eager", "k": k,
+            "inputs": "live slots a host list; temperature, seeds, contexts and positions on the GPU (as the engine)",
+            "timing": "wall clock per step until its tokens are ready (synchronised), median of interleaved runs",
+            "target_ratio_at_most": DRAFT_CHECK_TARGET, "sizes": out}

@@ -1,14 +1,18 @@
 """The sampling kernel on its own: what the mask costs, how close it gets to memory bandwidth, what
 bounds it, and how it compares with torch.
 
-    bench_kernel          kernel variants, torch, torch.compile and a same-bytes copy per (rows, vocab)
+    bench_kernel          kernel variants, torch, torch.compile and two same-bytes copies per (rows, vocab):
+                          torch's, and a plain Triton copy with the kernel's grid, block size and warps
     bench_torch_natural   the kernel against samplers one would write in torch (torch.rand, multinomial)
     bench_sweep           block size x warps x fast-math level, and stripped-down variants
     peak_copy_bandwidth   a 2 GiB device-to-device copy: the machine's ceiling
 
 Bandwidth counts the bytes the kernel must move: read the logits of every row it processes, write
 q for every live row. The device-to-device copy of the same number of bytes is measured in the same
-run, beside it.
+run, beside it, twice: torch's device-to-device copy, and a Triton kernel that only copies, launched on
+the sampling kernel's grid with its block size and warps (what the kernel's structure alone allows).
+Each size prints the kernel alone and the whole call as fractions of both, beside issue 17's targets
+(:data:`labkit.gpu.summary.TARGETS`); no test asserts them: timings belong to the machine they were taken on.
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import time
 from dataclasses import replace
 
 import torch
+import triton
+import triton.language as tl
 
+from labkit.gpu.summary import fraction_line, fractions, targets_for
 from labkit.gpu.timing import graphed, measure, per_call
 from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample
-from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
+from labkit.kernels.gumbel import gumbel_sample, kernel_launcher, launch_config
 from labkit.kernels.sampling_state import SamplingState
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -32,6 +39,29 @@ REAL_VOCAB = 151936
 SWEEP_CONFIGS = ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 8), (8192, 16))
 SWEEP_SHAPES = ((256, 151936), (512, 151936), (512, 128256), (64, 151936))
 STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the same)
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, vocab, BLOCK_V: tl.constexpr):
+    """A copy on the sampling kernel's grid (row, vocab block): its memory traffic and nothing else."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
+    mask = offs < vocab
+    tl.store(dst_ptr + row * vocab + offs, tl.load(src_ptr + row * vocab + offs, mask=mask), mask=mask)
+
+
+def _triton_copy(rows: int, vocab: int):
+    """The same bytes as the kernel (read the logits, write q), with its grid, block size and warps."""
+    cfg = launch_config(rows, vocab, interpreted=False)
+    src = torch.empty(rows, vocab, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    grid = (rows, triton.cdiv(vocab, cfg["block_v"]))
+
+    def copy() -> None:
+        _copy_kernel[grid](src, dst, vocab, BLOCK_V=cfg["block_v"], num_warps=cfg["num_warps"])
+
+    copy.keep_alive = (src, dst)
+    return copy
 
 
 def kernel_case(rows: int, vocab: int, *, padded: int = 0, max_num_reqs: int | None = None, k: int = 2,
@@ -62,8 +92,20 @@ def _same_bytes_copy(rows: int, vocab: int):
 
 
 def _whole_call(case):
-    """The public entry point, checks off (on a GPU they synchronise): kernel + reduction over blocks."""
+    """The public entry point, checks off (on a GPU they synchronise): every launch it makes."""
     return lambda: gumbel_sample(*case, draft_step=STEP, masked=True, validate=False, backend="triton")
+
+
+def _pass_call(case, single_pass: bool):
+    """The kernel with the reduction over blocks inside it (single pass: the row's last program) or
+    left to torch (an argmax and a gather after it), whichever the default is."""
+    launch, finish = kernel_launcher(*case, draft_step=STEP, masked=True, single_pass=single_pass)
+
+    def call():
+        launch()
+        return finish()
+
+    return call
 
 
 def _hash_port_call(case, vocab_index):
@@ -102,9 +144,13 @@ def _kernel_entry(rows: int, vocab: int, vocab_index, compiled: _CompiledHashPor
     call, plain = _whole_call(case), _hash_port_call(case, vocab_index)
     # Each variant as a graph holding one call, L2 flushed before each replay: GPU time of a cold
     # call, without Python's launch overhead (which dwarfs small launches).
-    cold = {"copy": graphed(_same_bytes_copy(rows, vocab), 1), "unmasked": graphed(unmasked, 1),
-            "masked": graphed(masked, 1), "masked_call": graphed(call, 1), "torch": graphed(plain, 1)}
+    cold = {"copy": graphed(_same_bytes_copy(rows, vocab), 1), "triton_copy": graphed(_triton_copy(rows, vocab), 1),
+            "unmasked": graphed(unmasked, 1), "masked": graphed(masked, 1), "masked_call": graphed(call, 1),
+            "single_pass_call": graphed(_pass_call(case, True), 1),
+            "two_pass_call": graphed(_pass_call(case, False), 1), "torch": graphed(plain, 1)}
     entry = {"rows": rows, "vocab": vocab, "bytes": bytes_moved(rows, rows, vocab), "ms": measure(cold)}
+    entry["fractions"] = fractions(entry)
+    entry["targets"] = targets_for(rows, vocab)
     # The same calls launched from Python, as an eager drafter would.
     entry["eager_ms"] = measure({"masked": masked, "masked_call": call, "torch": plain})
     # Warm back-to-back replays, interleaved: the masked/unmasked ratio at every size.
@@ -144,6 +190,7 @@ def _log_kernel_entry(entry: dict, log) -> None:
         f" | masked {ms['masked']*1e3:8.1f} us {gbs(ms['masked']):7.0f} GB/s ({ms['copy']/ms['masked']:.0%} of copy)"
         f" | unmasked {ms['unmasked']*1e3:8.1f} | torch {ms['torch']*1e3:9.1f}"
         f" | compiled {entry.get('compiled_ms', float('nan'))*1e3:8.1f}")
+    log("      " + fraction_line(entry))
 
 
 def bench_kernel(rows_list=ROWS, vocabs=VOCABS, compile_rows=COMPILE_ROWS, log=print) -> dict:

@@ -54,6 +54,12 @@ def _staircase_toy(quick: bool) -> dict:
     return bench_staircase_toy(capture_sizes=(1, 2, 4, 8) if quick else (1, 2, 4, 8, 16, 32, 64))
 
 
+def _draft_checks(quick: bool) -> dict:
+    from labkit.gpu.drafter import bench_draft_checks
+
+    return bench_draft_checks(rows_list=(1, 64) if quick else (1, 8, 32, 64), iters=20 if quick else 60)
+
+
 def _e2e(quick: bool) -> dict:
     from labkit.gpu.drafter import bench_e2e
 
@@ -99,6 +105,7 @@ SECTIONS: dict[str, Section] = {s.name: s for s in [
     Section("graphs", "a toy draft step: CUDA graph replay vs eager launches", _graphs),
     Section("staircase_kernel", "the kernel at 151936 against live rows, graphs padded with -1", _staircase_kernel),
     Section("staircase_toy", "the toy draft step against live rows: padded graph vs eager", _staircase_toy),
+    Section("draft_checks", "an eager draft step with the input checks on vs the same step with none", _draft_checks),
     Section("e2e", "tokens/s of the toy engine per mode", _e2e),
     Section("race", "colliding rows: whole-launch winners at vocab 30 and 151936, eager and graphed", _race),
     Section("race_blocks", "colliding rows: which row's values land in each vocab block of q", _race_blocks),

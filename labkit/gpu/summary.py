@@ -4,6 +4,58 @@ from __future__ import annotations
 
 BIG = 256 * 151936  # rows x vocab from which the kernel is bandwidth-bound
 
+# Issue 17's targets at the real vocabularies (128256, 151936), as fractions of the same-bytes torch
+# copy: (rows, what) -> at least. 'ratio' is masked / unmasked time, at most, from 64 rows up.
+TARGET_VOCABS = (128256, 151936)
+TARGETS = {"call": {64: 0.80, 256: 0.88, 512: 0.88}, "kernel": {256: 0.90, 512: 0.90}, "mask_ratio_at_most": 1.02}
+
+
+def fractions(entry: dict) -> dict:
+    """The kernel alone and the whole call as fractions of each copy's speed (copy time / their time)."""
+    ms = entry["ms"]
+    out = {"kernel_of_copy": ms["copy"] / ms["masked"], "call_of_copy": ms["copy"] / ms["masked_call"],
+           "mask_ratio": ms["masked"] / ms["unmasked"]}
+    if "triton_copy" in ms:
+        out.update(kernel_of_triton_copy=ms["triton_copy"] / ms["masked"],
+                   call_of_triton_copy=ms["triton_copy"] / ms["masked_call"])
+    for name in ("single_pass_call", "two_pass_call"):
+        if name in ms:
+            out[f"{name}_of_copy"] = ms["copy"] / ms[name]
+    return out
+
+
+def targets_for(rows: int, vocab: int) -> dict:
+    """Issue 17's targets at this size (empty where it sets none)."""
+    if vocab not in TARGET_VOCABS:
+        return {}
+    out = {}
+    if rows in TARGETS["call"]:
+        out["call_of_copy_at_least"] = TARGETS["call"][rows]
+    if rows in TARGETS["kernel"]:
+        out["kernel_of_copy_at_least"] = TARGETS["kernel"][rows]
+    if rows >= 64:
+        out["mask_ratio_at_most"] = TARGETS["mask_ratio_at_most"]
+    return out
+
+
+def fraction_line(entry: dict) -> str:
+    """Kernel and whole call as fractions of the torch copy and of the same-grid Triton copy, targets beside."""
+    f, t = entry.get("fractions") or fractions(entry), entry.get("targets", {})
+
+    def beside(value: float, key: str, sign: str = ">=") -> str:
+        goal = t.get(key)
+        return f"{value:.2f}" + (f" (target {sign} {goal:.2f})" if goal is not None else "")
+
+    line = (f"kernel {beside(f['kernel_of_copy'], 'kernel_of_copy_at_least')} of the torch copy, "
+            f"call {beside(f['call_of_copy'], 'call_of_copy_at_least')}")
+    if "kernel_of_triton_copy" in f:
+        line += (f"; of the same-grid Triton copy: kernel {f['kernel_of_triton_copy']:.2f}, "
+                 f"call {f['call_of_triton_copy']:.2f}")
+    if "single_pass_call_of_copy" in f:
+        line += (f"; call with the reduction in the kernel (single pass) {f['single_pass_call_of_copy']:.2f}, "
+                 f"in torch (two passes) {f['two_pass_call_of_copy']:.2f}")
+    return line + f"; masked/unmasked {beside(f['mask_ratio'], 'mask_ratio_at_most', '<=')}"
+
 
 def _kernel_lines(kernel: dict) -> list[str]:
     lines = ["Sampling kernel at rows x vocab >= 256 x 151936 (kernel alone; bytes = read logits + write q):"]
@@ -17,6 +69,7 @@ def _kernel_lines(kernel: dict) -> list[str]:
         if "compiled_ms" in e:
             line += f"; torch.compile {e['compiled_ms']/ms['masked_call']:.1f}x slower"
         lines.append(line)
+        lines.append("      " + fraction_line(e))
         if "half_padded_ms" in e:
             h = e["half_padded_ms"]
             lines.append(f"      half padded: early exit {h['early_exit']/h['masked']:.2f} of masked, "
@@ -71,6 +124,13 @@ def summary_lines(record: dict) -> list[str]:
     if "graphs" in ok:
         lines += ["", "Draft step, graph replay speed-up over eager launches: " + ", ".join(
             f"{e['rows']}: {e['speedup_vs_eager_launches']:.1f}x" for e in ok["graphs"]["sizes"])]
+    if "draft_checks" in ok:
+        d = ok["draft_checks"]
+        lines += ["", f"Eager draft step (k={d['k']}), checks on / checks off "
+                  f"(target <= {d['target_ratio_at_most']}x): "
+                  + ", ".join(f"{e['rows']} rows {e['ratio']:.2f}x" + (
+                      f" ({e['ratio_validate_off']:.2f}x over validate=False)" if "ratio_validate_off" in e else "")
+                      for e in d["sizes"])]
     if "e2e" in ok:
         lines += ["", "End to end tokens/s (median): " + ", ".join(
             f"{m} {v:.0f}" for m, v in ok["e2e"]["median_tokens_per_s"].items())]

@@ -21,10 +21,15 @@ import torch
 FLUSH_BYTES = 256 * 2**20
 
 
-@functools.lru_cache(maxsize=1)
 def flush_buffer() -> torch.Tensor:
-    """A buffer larger than the H200's 60 MB L2: writing it evicts whatever a kernel left there."""
-    return torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    """A buffer larger than the H200's 60 MB L2: writing it evicts whatever a kernel left there
+    (one per GPU: on the current device)."""
+    return _flush_buffer(torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _flush_buffer(index: int) -> torch.Tensor:
+    return torch.empty(FLUSH_BYTES, dtype=torch.int8, device=torch.device("cuda", index))
 
 
 def measure(fns: dict[str, Callable[[], object]], *, flush: bool = True, budget_ms: float = 40.0,

@@ -8,8 +8,8 @@ One program per (batch row, vocab block). A program
    `draft_logits[slot, step, block]` -- this is q, the draft distribution the rejection sampler
    will verify against,
 4. adds Gumbel noise keyed by (seed, position, vocab index) and writes the block's max and argmax;
-   a reduction over blocks (in torch) picks the token. argmax(logits / T + Gumbel) is an exact
-   sample from softmax(logits / T).
+   a reduction over blocks (in torch, or with `single_pass` by the row's last program) picks the
+   token. argmax(logits / T + Gumbel) is an exact sample from softmax(logits / T).
 
 Under a padded CUDA graph the grid has `num_reqs_padded` rows. Rows past `num_reqs` read whatever
 the mapping buffer holds there. Before the fix that was a stale slot, often one that a live row
@@ -103,7 +103,7 @@ if _backend.HAS_TRITON:
         temperature_ptr, seeds_ptr,  # [max_num_reqs], slot-indexed
         pos_ptr,  # [num_rows] int64, row-indexed
         q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed
-        block_max_ptr, block_idx_ptr, num_blocks,  # [num_rows, num_blocks] partial results
+        block_max_ptr, block_idx_ptr, num_blocks, counter_ptr, token_ptr,  # partials [num_rows, num_blocks]; [num_rows]
         writer_ptr, writes_ptr, trace_stride_slot,  # [max_num_reqs, k] int32 write trace
         vocab_size, draft_step, salt,
         BLOCK_V: tl.constexpr,
@@ -112,7 +112,7 @@ if _backend.HAS_TRITON:
         MASK_PADDING: tl.constexpr,
         EARLY_EXIT: tl.constexpr,
         TRACE: tl.constexpr,
-        FAST_MATH: tl.constexpr = 0,
+        FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0, MAX_BLOCKS: tl.constexpr = 1,
     ):
         row = tl.program_id(0)
         blk = tl.program_id(1)
@@ -186,6 +186,31 @@ if _backend.HAS_TRITON:
                             _record_write(writer_ptr, writes_ptr, t_off, row)
                     else:
                         _record_write(writer_ptr, writes_ptr, t_off, row)
+        if SINGLE_PASS:
+            # No second pass: the row's last program to finish reduces the partials to the token.
+            _last_program_reduces(block_max_ptr, block_idx_ptr, counter_ptr, token_ptr, row, num_blocks, MAX_BLOCKS)
+
+    @triton.jit
+    def _last_program_reduces(block_max_ptr, block_idx_ptr, counter_ptr, token_ptr, row, num_blocks,
+                              MAX_BLOCKS: tl.constexpr):
+        """The reduction over a row's blocks, done by the row's last program to finish (one pass).
+
+        Every program has stored its block's (max, first index of the max); an atomic counts them,
+        with release/acquire order, so the program that counts last sees all of its row's partials.
+        It takes the largest max and, among equal ones, the smallest index -- the first index of the
+        row's maximum, as torch.argmax and the two-pass reduction pick -- and sets the counter back
+        to 0 for the next launch (a CUDA graph replays with the same counters)."""
+        tl.debug_barrier()  # this program's partial stores are issued before it counts itself done
+        done = tl.atomic_add(counter_ptr + row, 1, sem="acq_rel")
+        if done == num_blocks - 1:
+            blocks = tl.arange(0, MAX_BLOCKS)
+            valid = blocks < num_blocks
+            part = row * num_blocks + blocks
+            maxes = tl.load(block_max_ptr + part, mask=valid, other=float("-inf"), cache_modifier=".cg")
+            idxs = tl.load(block_idx_ptr + part, mask=valid, other=0, cache_modifier=".cg")
+            best = tl.max(maxes, axis=0)
+            tl.store(token_ptr + row, tl.min(tl.where(valid & (maxes == best), idxs, 1 << 62), axis=0))
+            tl.store(counter_ptr + row, 0)
 
 
 @dataclass
@@ -240,7 +265,8 @@ def gumbel_sample(
     signed int, temperature float32 and seeds int64 [max_num_reqs], positions [>= num_rows]
     int32/int64, draft_logits float32 [max_num_reqs, k, V] (any strides whose elements do not
     overlap). With `validate` (the default) every input is checked first, values too: slots <
-    max_num_reqs, temperatures of the slots read >= 0 and not NaN, no NaN in logits -- a
+    max_num_reqs, temperatures of the slots read >= 0 and not NaN, no NaN in live rows' logits (a padded
+    row, slot -1, may hold NaN or inf: it changes no live row's token or q) -- a
     LabkitInputError says which argument is wrong. Reading values synchronises with a GPU, so
     callers that checked their inputs where they entered (the Speculator, benchmarks) pass
     ``validate=False`` and the launch trusts them. (Should NaN logits reach the kernel anyway, NaN
@@ -278,6 +304,14 @@ GPU_NUM_WARPS = 8
 #   1  the outer log on the hardware lg2 unit (MUFU), a reciprocal per program
 #   2  as 1, and the inner log without libdevice's special cases (same values for u >= 2**-24)
 GPU_FAST_MATH = 2
+# The reduction over a row's blocks: after the kernel, in torch (False: an argmax and a gather, two
+# more launches), or in the kernel by the row's last program (True: one launch). The same tokens
+# either way. Measured on an H200 (issue 17; labkit/data/gpu/h200.json, section kernel, at vocab
+# 128256 and 151936): the single pass makes the whole call faster up to 128 rows (0.63-0.77 of a
+# same-bytes copy against 0.42-0.73; 64 rows: 0.74-0.75 against 0.65-0.66) and no faster from 256
+# rows (0.79-0.81 against 0.77-0.82: its counting slows the kernel as much as it saves), short of
+# the issue's targets either way (0.80 at 64 rows, 0.88 at 256-512), so the default stays two passes.
+SINGLE_PASS = False
 
 
 def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None) -> dict:
@@ -291,13 +325,13 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
         interpreted = _backend.KERNELS_INTERPRETED
     pow2 = max(MIN_BLOCK_V, 1 << max(0, (vocab - 1).bit_length()))
     if interpreted:
-        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0)
+        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=SINGLE_PASS)
     block_v = min(GPU_BLOCK_V, pow2)
     # Fewer, bigger programs only pay off when they still fill the machine.
     while block_v > DEFAULT_BLOCK_V and num_rows * -(-vocab // block_v) < 264:
         block_v //= 2
     num_warps = max(1, min(GPU_NUM_WARPS, block_v // 256))
-    return dict(block_v=block_v, num_warps=num_warps, fast_math=GPU_FAST_MATH)
+    return dict(block_v=block_v, num_warps=num_warps, fast_math=GPU_FAST_MATH, single_pass=SINGLE_PASS)
 
 
 def _check_tuning(block_v, num_warps, fast_math) -> None:
@@ -310,9 +344,11 @@ def _check_tuning(block_v, num_warps, fast_math) -> None:
         check_int("fast_math", fast_math, low=0, high=2)
 
 
-def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None) -> dict:
+def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None, single_pass=None) -> dict:
     """launch_config with the caller's (checked) overrides."""
     cfg = launch_config(num_rows, vocab)
+    if single_pass is not None:
+        cfg["single_pass"] = bool(single_pass)
     if block_v is not None:
         cfg["block_v"] = int(block_v)
         if num_warps is None:
@@ -328,12 +364,14 @@ def _resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=Non
 
 
 def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_req=1, masked=True, early_exit=False,
-                    trace=None, block_v=None, num_warps=None, fast_math=None):
+                    trace=None, block_v=None, num_warps=None, fast_math=None, single_pass=None):
     """A function that launches the sampling kernel alone, with its partial-result buffers made once.
 
-    Returns ``(launch, finish)``: ``launch()`` runs the kernel (no reduction over blocks, no
-    allocation, no checks), ``finish()`` reduces the partial results to tokens. Benchmarks time
+    Returns ``(launch, finish)``: ``launch()`` runs the kernel (no allocation, no checks),
+    ``finish()`` returns the tokens (reducing the partial results if the kernel did not). Benchmarks time
     ``launch`` to count the kernel's own bytes; :func:`gumbel_sample` is both plus the checks.
+    `single_pass` (default :data:`SINGLE_PASS`): the kernel reduces each row's blocks itself, and
+    ``finish()`` only hands its tokens back; False leaves that to ``finish()`` (two torch launches).
     Here only the layout is checked (unit stride along the vocabulary and the 1-D inputs);
     the values are the caller's to vouch for.
     """
@@ -342,7 +380,8 @@ def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_r
     check_launchable(logits, state, draft_step, samples_per_req)
     return _launcher(logits, state, draft_step=draft_step, samples_per_req=samples_per_req, masked=masked,
                      early_exit=early_exit, trace=trace,
-                     cfg=_resolve_config(logits.shape[0], logits.shape[1], block_v, num_warps, fast_math))
+                     cfg=_resolve_config(logits.shape[0], logits.shape[1], block_v, num_warps, fast_math,
+                                         single_pass))
 
 
 def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, masked, early_exit, trace, cfg):
@@ -359,6 +398,11 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
     q_strides = (draft_logits.stride(0), draft_logits.stride(1)) if store_q else (0, 0)
     writer = trace.writer if trace is not None else block_idx
     writes = trace.writes if trace is not None else block_idx
+    # One block per row needs no reduction (its partial is the token); more reduce in the kernel
+    # (single pass) or in torch after it (two passes: an argmax and a gather, two more launches).
+    single_pass = bool(cfg.get("single_pass")) and num_blocks > 1
+    tokens = torch.empty(num_rows, dtype=torch.int64, device=device) if single_pass else block_idx
+    counters = row_counters(device, num_rows) if single_pass else block_idx
     kernel = gumbel_sample_kernel[(num_rows, num_blocks)]
 
     def launch() -> None:
@@ -368,7 +412,7 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             logits, logits.stride(0),
             state.idx_mapping, state.temperature, state.seeds, state.positions,
             q, q_strides[0], q_strides[1],
-            block_max, block_idx, num_blocks,
+            block_max, block_idx, num_blocks, counters, tokens,
             writer, writes, writer.stride(0),
             vocab, draft_step, SALT_DRAFT,
             BLOCK_V=block_v,
@@ -378,16 +422,41 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             EARLY_EXIT=early_exit,
             TRACE=trace is not None,
             FAST_MATH=cfg["fast_math"],
+            SINGLE_PASS=single_pass,
+            MAX_BLOCKS=max(1, 1 << (num_blocks - 1).bit_length()),
             num_warps=cfg["num_warps"],
         )
 
     def finish() -> torch.Tensor:
+        if single_pass:
+            return tokens
         if num_blocks == 1:
             return block_idx[:, 0]
         best = block_max.argmax(dim=1, keepdim=True)
         return block_idx.gather(1, best).squeeze(1)
 
     return launch, finish
+
+
+_ROW_COUNTERS: dict[tuple[str, int | None], list[torch.Tensor]] = {}
+
+
+def row_counters(device, num_rows: int) -> torch.Tensor:
+    """The single pass's per-row counters on `device` (int32, at least `num_rows`), zero between launches.
+
+    Each launch leaves them at zero (a row's last program resets its counter), so they are made
+    once per device and reused, with no fill launched before each call. Keyed by the device; never
+    freed, because a captured CUDA graph keeps the address it was captured with (a bigger set is
+    added when a launch needs more rows). Launches that run concurrently on several streams of one
+    device would share them: the kit launches on one stream."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    made = _ROW_COUNTERS.setdefault((device.type, device.index), [])
+    if not made or made[-1].numel() < num_rows:
+        made.append(torch.zeros(max(num_rows, 4096, 2 * (made[-1].numel() if made else 0)), dtype=torch.int32,
+                                device=device))
+    return made[-1]
 
 
 def gumbel_sample_torch(logits, state: SamplingState, *, draft_step=0, samples_per_req=1, masked=True,

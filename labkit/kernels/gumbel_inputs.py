@@ -111,7 +111,9 @@ def check_values(logits, state: SamplingState, masked):
     if not masked and bool(negative.any()):
         raise padded_slot_error("gumbel_sample", negative.nonzero().flatten().tolist(), slots[negative].tolist())
     check_temperatures(temperature, slots[~negative])
-    check_no_nan("logits", logits)
+    # Only the live rows' logits: a padded row (slot -1) stores nothing and its token is thrown
+    # away, so NaN or inf there (stale activations under a padded graph) can reach no live row.
+    check_no_nan("logits", logits, rows=~negative)
 
 
 def _unit_stride(t: torch.Tensor, dim: int) -> bool:

@@ -12,6 +12,7 @@ wrote, its contents before and after the learner's function and what it returned
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -49,8 +50,8 @@ class LearnerSpeculator(Speculator):
         self.seen: dict[str, tuple] = {}
         super().__init__(draft_model, config, **kwargs)
 
-    def copy_request_inputs(self, slots, *rest) -> int:
-        return _copy_with_learner_fill(self, super().copy_request_inputs, slots, *rest)
+    def copy_request_inputs(self, slots, *rest, **options) -> int:
+        return _copy_with_learner_fill(self, functools.partial(super().copy_request_inputs, **options), slots, *rest)
 
 
 class LearnerDFlashSpeculator(DFlashSpeculator):
@@ -63,10 +64,10 @@ class LearnerDFlashSpeculator(DFlashSpeculator):
         self.seen: dict[str, tuple] = {}
         super().__init__(draft_model, config, **kwargs)
 
-    def copy_request_inputs(self, slots, *rest) -> int:
+    def copy_request_inputs(self, slots, *rest, **options) -> int:
         if self.fill is None:
-            return super().copy_request_inputs(slots, *rest)
-        return _copy_with_learner_fill(self, super().copy_request_inputs, slots, *rest)
+            return super().copy_request_inputs(slots, *rest, **options)
+        return _copy_with_learner_fill(self, functools.partial(super().copy_request_inputs, **options), slots, *rest)
 
     def _prepare_sample_rows(self, num_reqs: int) -> None:
         stale = self.sample_idx_mapping.clone()
