@@ -195,17 +195,20 @@ def render_kernel(record: dict) -> str:
     return "\n".join(lines)
 
 
-def _race_sentence(runs: list[dict], vocab: int) -> list[dict]:
-    return [r for r in runs if r["vocab"] == vocab]
+def _race_parts(record: dict):
+    """The GPU-record reader, the race runs at the toy vocabulary and at the real one, and the real
+    vocabulary's block layout (None if not recorded): what the README and MECHANICS both tell."""
+    g = _gpu()
+    runs = g.race_runs(record)
+    toy = [r for r in runs if r["vocab"] != REAL_VOCAB]
+    real = [r for r in runs if r["vocab"] == REAL_VOCAB]
+    blocks = next((e for e in g.race_block_entries(record) if e["vocab"] == REAL_VOCAB), None)
+    return g, toy, real, blocks
 
 
 def render_race(record: dict) -> str:
     """README: the race in both recorded runs, and what memcheck sees."""
-    g = _gpu()
-    runs = g.race_runs(record)
-    toy = [r for r in runs if r["vocab"] != REAL_VOCAB]
-    real = _race_sentence(runs, REAL_VOCAB)
-    blocks = next((e for e in g.race_block_entries(record) if e["vocab"] == REAL_VOCAB), None)
+    g, toy, real, blocks = _race_parts(record)
     toy_txt = "; ".join(
         f"{r['padded_won']} of {r['launches']} launches ({r['padded_share']:.0%}) in run {r['run']}"
         + (" replayed from a CUDA graph" if r["graph"] else "") + f" ({_date(r['provenance'])})" for r in toy)
@@ -235,11 +238,7 @@ def render_race(record: dict) -> str:
 
 def render_race_mechanics(record: dict) -> str:
     """docs/MECHANICS.md: the race's sub-bullets."""
-    g = _gpu()
-    runs = g.race_runs(record)
-    toy = [r for r in runs if r["vocab"] != REAL_VOCAB]
-    real = _race_sentence(runs, REAL_VOCAB)
-    blocks = next((e for e in g.race_block_entries(record) if e["vocab"] == REAL_VOCAB), None)
+    g, toy, real, blocks = _race_parts(record)
     toy_lines = ", ".join(
         f"{r['padded_won']} of {r['launches']} ({r['padded_share']:.0%})" + (" replayed from a CUDA graph" if r["graph"]
                                                                             else "")
@@ -269,9 +268,8 @@ def render_fix_cost(record: dict) -> str:
 
 
 def render_race_guide(record: dict) -> str:
-    runs = _gpu().race_runs(record)
-    toy = [r for r in runs if r["vocab"] != REAL_VOCAB and not r["graph"]]
-    real = _race_sentence(runs, REAL_VOCAB)
+    _, toy, real, _ = _race_parts(record)
+    toy = [r for r in toy if not r["graph"]]
     return ("*The race:* at a toy vocabulary one program stores a row's whole q, and each launch has one winner, "
             "but which one depends on the machine and the run (the padded row won "
             + " and ".join(f"{r['padded_share']:.0%} of the launches in run {r['run']}" for r in toy)
