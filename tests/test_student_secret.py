@@ -9,6 +9,8 @@ are scanned. Cells after the last exercise are not run: nothing there comes befo
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -117,8 +119,8 @@ def test_the_student_edition_is_an_assignment(student):
             tags = cell.metadata.get("tags", [])
             if KEEP_OUTPUT_TAG not in tags:
                 assert not cell.outputs, f"{name} cell {index} keeps the instructor's outputs"
+                assert cell.execution_count is None
             assert not (CHECKER_TAG in tags and cell.outputs), f"{name} cell {index}: a checker shows a verdict"
-            assert cell.execution_count is None
         assert "widgets" not in nb.metadata, f"{name} keeps the instructor run's widget state"
 
 
@@ -188,3 +190,13 @@ def test_an_exercise_may_name_its_tools_but_not_its_answer(student):
     task.source += "\nWiden with `torch.int64` there."  # what 07(d)'s text said before the student edition was checked
     leaks = find_leaks(edition)
     assert [str(leak) for leak in leaks if leak.in_task and leak.exercise == "d"]
+
+
+def test_the_rest_of_the_student_path_runs_top_to_bottom(student, tmp_path):
+    # 00-02 run above and 07 in test_editions; these are what a learner opens after the exercises.
+    rest = [name for name in STUDENT_PATH if name not in BEFORE_LAST_EXERCISE]
+    env = dict(os.environ, LABKIT_ANSWERS=str(tmp_path / "answers"))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           "--nbval-lax", "--nbval-current-env", *rest],
+                          cwd=student, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -84,7 +84,7 @@ def student_notebook(nb):
                                        "the learner's; remove one of the tags")
             if KEEP_OUTPUT_TAG not in tags:
                 cell.outputs = []
-            cell.execution_count = None
+                cell.execution_count = None  # a kept output keeps its count: nbval reads it as "was run"
         cells.append(cell)
     out.cells = cells
     out.metadata.pop("widgets", None)  # the instructor run's widget models: labels, values, images
