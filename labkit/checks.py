@@ -181,6 +181,24 @@ def check_no_nan(name: str, t: torch.Tensor, rows_word: str = "row", *, rows: to
         )
 
 
+def check_finite_weights(what: str, model: torch.nn.Module) -> None:
+    """No NaN or inf in a model's weights, checked once where the model enters (one read-back).
+
+    Such weights give NaN logits at every step; checking them here, not the logits after each
+    step, keeps read-backs out of drafting."""
+    params = [(name, p) for name, p in model.named_parameters() if p.is_floating_point() and p.numel()]
+    if not params:
+        return
+    finite = torch.stack([torch.isfinite(p).all() for _, p in params])
+    if bool(finite.all()):
+        return
+    name = params[int((~finite).nonzero()[0, 0])][0]
+    raise LabkitInputError(
+        f"{what}'s weights hold NaN or inf (first in {name}): its logits would hold NaN, and sampling from "
+        "NaN logits has no meaning. The usual cause is a damaged weight file"
+    )
+
+
 def check_slot_values(name: str, slots: torch.Tensor, max_num_reqs: int, *, allow_negative: bool) -> None:
     """Every slot < max_num_reqs (and >= 0 unless padding is allowed), naming the first bad one."""
     if slots.numel() == 0:

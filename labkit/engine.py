@@ -27,10 +27,11 @@ from typing import Callable
 import torch
 
 from labkit import backends
-from labkit.checks import check_backend, check_int, check_no_nan, same_device
+from labkit.checks import check_backend, check_finite_weights, check_int, check_no_nan, same_device
 from labkit.config import DrafterConfig
 from labkit.errors import LabkitInputError
 from labkit.kernels.rejection import rejection_sample
+from labkit.kernels.sampling_state import SamplingState
 from labkit.models import ToyModels, encode_context
 from labkit.speculator import LaunchRecord, Speculator, build_speculator
 
@@ -161,6 +162,7 @@ class Engine:
             if not same_device(where, self.device):
                 raise LabkitInputError(f"the {name} model is on {where} but the engine runs on {self.device}: "
                                        "load the models there (load_toy_models(device))")
+        check_finite_weights("the target model", models.target)  # the draft's: when its speculator is built
         if speculator is None:
             speculator = build_speculator(models.draft, config or DrafterConfig(), device=self.device, record=record)
         elif not same_device(speculator.device, self.device):
@@ -171,7 +173,9 @@ class Engine:
         self.config = speculator.config
         self.record = speculator.record
         self.pad_id = models.tokenizer.pad_id
-        self.table = RequestStateTable(self.config.max_num_reqs, self.device)
+        # The scheduler's per-slot state lives on the host, as an engine's does: the speculator checks
+        # it there at copy-in, reading nothing back from a GPU.
+        self.table = RequestStateTable(self.config.max_num_reqs, "cpu")
         verify = verify_backend
         if verify is None:
             verify = "torch" if backends.backend() == "interpreter" else backends.backend()
@@ -252,8 +256,8 @@ class Engine:
         k = self.config.k
         histories = [r.prompt + r.output for r in batch]
         slots = [r.slot for r in batch]
-        positions = torch.tensor([len(h) for h in histories], dtype=torch.int64, device=self.device)
-        contexts = encode_context(histories, self.speculator.window, self.pad_id).to(self.device)
+        positions = torch.tensor([len(h) for h in histories], dtype=torch.int64)  # on the host, as the table
+        contexts = encode_context(histories, self.speculator.window, self.pad_id)
         drafts = self.speculator.propose(slots, self.table.temperature, self.table.seeds, contexts, positions)
 
         # Target scores every prefix: history + drafts[:j] for j = 0..k (outside the graph).
@@ -267,10 +271,10 @@ class Engine:
         # What enters here is the target's output, checked once.
         check_no_nan("target_logits", target_logits)
         spec = self.speculator
-        verdict = rejection_sample(
-            target_logits, spec.draft_logits, drafts, spec.idx_mapping, self.table.temperature,
-            self.table.seeds, positions, validate=False, backend=self.verify_backend,
-        )
+        # The slots' temperatures and seeds as the speculator copied them in, on its device.
+        state = SamplingState(spec.idx_mapping, spec.temperature, spec.seeds, positions.to(self.device),
+                              spec.draft_logits)
+        verdict = rejection_sample(target_logits, drafts, state, validate=False, backend=self.verify_backend)
         totals["drafted"] += len(batch) * k
         totals["accepted"] += int(verdict.num_accepted.sum())
         # Quality measure: NLL of each emitted token under the target at temperature 1.

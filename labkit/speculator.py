@@ -11,8 +11,9 @@ This is a miniature of vLLM model runner v2's speculative-decoding path, small e
     draft_logits   float32 [max_num_reqs, k, V]     by slot: q, only for probabilistic drafting
 
 Each step :meth:`Speculator.copy_request_inputs` writes the live part; the padded part keeps what
-earlier steps left there unless the fix fills it. Then the drafter runs on ``num_reqs_padded``
-rows (graph mode) or ``num_reqs`` rows (eager), through :class:`~labkit.graphs.GraphRunner`.
+earlier steps left there unless the fix fills it (:meth:`Speculator.copy_idx_mapping`). Then the
+drafter runs on ``num_reqs_padded`` rows (graph mode) or ``num_reqs`` rows (eager), through
+:class:`~labkit.graphs.GraphRunner`.
 
 What runs is one :class:`~labkit.config.DrafterConfig`: the drafter, k, the slots, the capture
 sizes, graphs or eager, and the three parts of the fix as independent switches
@@ -32,8 +33,8 @@ from typing import Callable
 import torch
 
 from labkit.checks import (
+    check_finite_weights,
     check_mapping_dtype,
-    check_no_nan,
     check_num_reqs,
     check_same_device,
     check_temperatures,
@@ -92,10 +93,11 @@ class Speculator:
     `config` says what runs (:class:`~labkit.config.DrafterConfig`); `record` keeps a
     :class:`LaunchRecord` of every propose call (`last_record`).
     The step's inputs are checked once, when :meth:`copy_request_inputs` copies them in (slots,
-    temperatures, seeds, contexts, positions); the k sampling launches of a step trust them and
-    read nothing back (a read-back would synchronise with a GPU inside drafting). `validate`
-    adds one check per step, after drafting: no NaN in the live slots' q (NaN weights in the
-    draft model); benchmarks turn it off. `sampler`, if given, replaces
+    temperatures, seeds, contexts, positions), where they are: inputs from the host (as an engine
+    hands them over) are checked on the host and read nothing back from a GPU; the k sampling
+    launches of a step trust them and read nothing back either, so a step on a GPU never waits for
+    it. `validate` checks the draft model's weights once, here: NaN or inf weights would give NaN
+    logits (benchmarks turn it off). `sampler`, if given, replaces
     :func:`~labkit.kernels.gumbel.gumbel_sample`: it is called as ``sampler(logits, state, *,
     draft_step, samples_per_req, masked, trace)`` with the speculator's
     :class:`~labkit.kernels.sampling_state.SamplingState`, which both gumbel_sample and
@@ -134,6 +136,8 @@ class Speculator:
         self.probabilistic = config.probabilistic
         self.record = record
         self.validate = validate
+        if validate:
+            check_finite_weights("the draft model", draft_model)
         self.sampler = sampler if sampler is not None else functools.partial(gumbel_sample, validate=False)
         self.vocab_size = draft_model.vocab_size
         self.window = draft_model.context_len
@@ -176,20 +180,30 @@ class Speculator:
             self._check_step_inputs(int(slots.numel()), temperature, seeds, contexts, positions)
             self._check_step_values(temperature, slots, contexts)
         else:
-            slots = torch.as_tensor(slots).to(device=self.device, dtype=self.idx_mapping.dtype)
+            slots = torch.as_tensor(slots).to(dtype=self.idx_mapping.dtype)
         num_reqs = int(slots.numel())
-        self.temperature.copy_(temperature)
-        self.seeds.copy_(seeds)
+        # From the host, the copies need not wait for the GPU (they are staged); nothing here reads
+        # the GPU back.
+        self.temperature.copy_(temperature, non_blocking=True)
+        self.seeds.copy_(seeds, non_blocking=True)
+        self.copy_idx_mapping(slots.to(self.device, non_blocking=True))
+        self.input_tokens[:num_reqs].copy_(contexts, non_blocking=True)
+        self.positions[:num_reqs].copy_(positions, non_blocking=True)
+        return num_reqs
+
+    def copy_idx_mapping(self, slots: torch.Tensor) -> None:
+        """Write this step's row -> slot mapping into the persistent buffer the padded graph reads.
+
+        slots: the live rows' slots, already checked, of the buffer's dtype and device. Rows past
+        them are the padding: before the fix they keep whatever earlier steps left there."""
+        num_reqs = slots.numel()
         self.idx_mapping[:num_reqs].copy_(slots)
         if self.fix.fill_padding:
             # Part 1 of the fix: padded rows say "no request" instead of keeping stale slots.
             self.idx_mapping[num_reqs:].fill_(-1)
-        self.input_tokens[:num_reqs].copy_(contexts)
-        self.positions[:num_reqs].copy_(positions)
-        return num_reqs
 
     def _live_slots(self, slots) -> torch.Tensor:
-        """The live slots as a tensor of the mapping's dtype on our device, or a refusal that says why."""
+        """The live slots as a tensor of the mapping's dtype where they came from, or a refusal that says why."""
         t = slots if isinstance(slots, torch.Tensor) else torch.as_tensor(slots)
         if t.numel() == 0:
             t = t.to(torch.int64)
@@ -212,7 +226,7 @@ class Speculator:
                     "the corruption that PR #47066 fixes for padded rows"
                 )
             seen[slot] = row
-        return t.to(device=self.device, dtype=self.idx_mapping.dtype)
+        return t.to(dtype=self.idx_mapping.dtype)
 
     def _check_step_inputs(self, num_reqs, temperature, seeds, contexts, positions) -> None:
         M = self.max_num_reqs
@@ -227,14 +241,17 @@ class Speculator:
             if tuple(t.shape) != shape or not right_kind:
                 raise LabkitInputError(f"{name} must be a {kind} tensor of shape {list(shape)} "
                                        f"(max_num_reqs={M}, num_reqs={num_reqs}), got {t.dtype} {list(t.shape)}")
-        check_same_device(temperature=temperature, seeds=seeds, contexts=contexts, positions=positions,
-                          buffers=self.idx_mapping)
+        where = check_same_device(temperature=temperature, seeds=seeds, contexts=contexts, positions=positions)
+        if where.type != "cpu" and not same_device(where, self.device):
+            raise LabkitInputError(f"the step's inputs are on {where}; give them from the host (CPU) or on the "
+                                   f"speculator's device, {self.device}")
 
     def _check_step_values(self, temperature, slots, contexts) -> None:
         """The values the step reads: context token ids inside the vocabulary, the live slots'
-        temperatures >= 0 and not NaN. One read-back for all of them (on a GPU: one sync per step,
-        at the public edge); the checks that name what is wrong run only when something is."""
-        used = temperature[slots.to(torch.int64)]
+        temperatures >= 0 and not NaN. Checked where the inputs are: on the host, no GPU is read
+        (inputs handed over on the GPU cost one read-back, at this public edge); the checks that
+        name what is wrong run only when something is."""
+        used = temperature[slots.to(device=temperature.device, dtype=torch.int64)]
         bad = ((used < 0) | used.isnan()).any()
         if contexts.numel():
             bad = bad | ((contexts < 0) | (contexts >= self.vocab_size)).any()
@@ -243,7 +260,7 @@ class Speculator:
         if contexts.numel() and (int(contexts.min()) < 0 or int(contexts.max()) >= self.vocab_size):
             raise LabkitInputError(f"contexts must hold token ids in [0, vocab={self.vocab_size}), got values "
                                    f"from {int(contexts.min())} to {int(contexts.max())}")
-        check_temperatures(temperature, slots.to(torch.int64))
+        check_temperatures(temperature, slots.to(device=temperature.device, dtype=torch.int64))
 
     # -- proposing ----------------------------------------------------------------------------
 
@@ -263,8 +280,6 @@ class Speculator:
         if self.trace is not None:
             self.trace.reset()
         self.runner.run(num_reqs, self.run_rows)
-        if self.validate and self.draft_logits is not None:
-            check_no_nan("draft logits", self.draft_logits[self.idx_mapping[:num_reqs].to(torch.int64)])
         if self.record:
             self.last_record = self._make_record(num_reqs, rows)
         return self.draft_tokens[:num_reqs].clone()

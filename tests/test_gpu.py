@@ -273,7 +273,8 @@ def test_the_single_pass_matches_two_passes_in_every_graph_replay(rows, vocab, b
     the reduction in torch, replay after replay of one graph (the counters reset themselves)."""
     from labkit.gpu.kernel import kernel_case
     from labkit.gpu.timing import graphed
-    from labkit.kernels.gumbel import kernel_launcher, row_counters
+    from labkit.kernels.gumbel import kernel_launcher
+    from labkit.kernels.gumbel_tuning import row_counters
 
     case = kernel_case(rows, vocab, padded=rows // 4, seed=rows)
     two, two_finish = kernel_launcher(*case, draft_step=1, block_v=block_v, single_pass=False)
@@ -390,7 +391,7 @@ def test_compiled_dflash_prepare_matches_reference(pad_value, num_reqs):
 @pytest.mark.parametrize("vocab", [30, 1030, 32000])
 @pytest.mark.parametrize("probabilistic", [True, False])
 def test_compiled_rejection_kernel_matches_reference(vocab, probabilistic):
-    from labkit.kernels import rejection_sample, rejection_sample_torch
+    from labkit.kernels import SamplingState, rejection_sample, rejection_sample_torch
 
     g = torch.Generator(device=DEVICE).manual_seed(vocab)
     n, k, M = 12, 3, 16
@@ -402,13 +403,14 @@ def test_compiled_rejection_kernel_matches_reference(vocab, probabilistic):
     positions = torch.randint(0, 500, (n,), device=DEVICE, generator=g)
     q = 2 * torch.randn(M, k, vocab, device=DEVICE, generator=g) if probabilistic else None
     drafts = torch.randint(0, vocab, (n, k), device=DEVICE, generator=g)
-    a = rejection_sample(target, q, drafts, mapping, temperature, seeds, positions, backend="triton")
-    b = rejection_sample_torch(target, q, drafts, mapping, temperature, seeds, positions)
+    state = SamplingState(mapping, temperature, seeds, positions, q)
+    a = rejection_sample(target, drafts, state, backend="triton")
+    b = rejection_sample_torch(target, drafts, state)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.num_accepted, b.num_accepted)
 
 
 def test_launch_config_keeps_the_interpreters_teaching_configuration():
-    from labkit.kernels.gumbel import SINGLE_PASS, launch_config
+    from labkit.kernels.gumbel_tuning import SINGLE_PASS, launch_config
 
     assert launch_config(7, 2049, interpreted=True) == dict(block_v=1024, num_warps=4, fast_math=0,
                                                             single_pass=SINGLE_PASS)
@@ -483,7 +485,7 @@ def test_colliding_rows_race_and_q_is_always_one_rows_values(vocab, graph):
 @pytest.mark.parametrize("vocab", [30, 151936])
 def test_race_blocks_records_whose_values_land_in_each_block(vocab):
     from labkit.gpu.race import race_blocks
-    from labkit.kernels.gumbel import launch_config
+    from labkit.kernels.gumbel_tuning import launch_config
 
     launches = 40
     r = race_blocks(vocab, launches)

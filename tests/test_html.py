@@ -12,10 +12,10 @@ from labkit.viz.html_views import (
     Html,
     bench_side_by_side,
     first_difference,
+    function_source,
     marked_pair,
     outcome_table,
     side_by_side,
-    source_excerpt,
     word_diff,
 )
 
@@ -107,23 +107,27 @@ def test_outcome_table_is_free_of_timings():
         assert number not in table
 
 
-def test_source_excerpt_numbers_lines_and_marks_matches():
-    from labkit.kernels import gumbel
-
-    text = source_excerpt(gumbel, "if MASK_PADDING:", "store_mask = in_vocab &", mark=r"mask=|other=")
-    lines = text.splitlines()
-    assert "if MASK_PADDING:" in lines[0] and "store_mask = in_vocab &" in lines[-1]
-    assert any(line.startswith(">") and "other=" in line for line in lines)
-    with pytest.raises(ValueError, match="not found"):
-        source_excerpt(gumbel, "no such line anywhere")
-
-
-def test_source_excerpt_of_a_whole_module_numbers_lines_as_the_file_does():
+def test_a_function_source_numbers_its_lines_as_the_file_does_and_marks_matches():
     import inspect
 
     from labkit.kernels import gumbel
 
+    text = function_source(gumbel.slot_temperature_and_seed, mark=r"mask=|other=")
+    lines = text.splitlines()
     file_lines = inspect.getsource(gumbel).splitlines()
-    first = source_excerpt(gumbel, "store_mask = in_vocab &").splitlines()[0]
-    number, text = int(first[1:5]), first[7:]
-    assert file_lines[number - 1] == text  # line N of the excerpt is line N of the file (1-based)
+    for line in lines:  # line N of the excerpt is line N of the file (1-based)
+        assert file_lines[int(line[1:5]) - 1] == line[7:]
+    assert lines[0][7:] == "@triton.jit" and lines[-1][7:] == "    return temp, seed"
+    assert [line[7:].strip() for line in lines if line.startswith(">")] == [
+        "temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)",
+        "seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)"]
+
+
+def test_a_function_source_shows_a_triton_kernel_as_written_with_or_without_triton():
+    from labkit.kernels import gumbel
+    from labkit.kernels.triton_import import KernelWithoutTriton
+
+    stand_in = KernelWithoutTriton(getattr(gumbel.q_row_start, "fn", gumbel.q_row_start))
+    assert function_source(stand_in) == function_source(gumbel.q_row_start)
+    with pytest.raises(RuntimeError, match="Triton is not installed"):
+        stand_in[(1,)]

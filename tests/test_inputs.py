@@ -270,16 +270,18 @@ def test_rejection_sample_refuses_bad_arguments_by_name(backend, change, match):
     backend = change.pop("backend", backend)
     args.update({name: fn(args[name]) for name, fn in change.items()})
     with pytest.raises(LabkitInputError, match=match):
-        rejection_sample(*args.values(), backend=backend)
+        rejection_sample(args["target"], args["drafts"], SamplingState(args["mapping"], args["temperature"],
+                         args["seeds"], args["positions"], args["q"]), backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rejection_sample_gives_the_same_verdict_for_any_strides(backend):
     target, q, drafts, mapping, temperature, seeds, positions = _verify_inputs()
-    want = rejection_sample(target, q, drafts, mapping, temperature, seeds, positions, backend=backend)
-    got = rejection_sample(target.transpose(0, 2).contiguous().transpose(0, 2), q.transpose(1, 2).contiguous()
-                           .transpose(1, 2), drafts.t().contiguous().t(), strided(mapping), strided(temperature),
-                           strided(seeds), strided(positions), backend=backend)
+    want = rejection_sample(target, drafts, SamplingState(mapping, temperature, seeds, positions, q), backend=backend)
+    strided_state = SamplingState(strided(mapping), strided(temperature), strided(seeds), strided(positions),
+                                  q.transpose(1, 2).contiguous().transpose(1, 2))
+    got = rejection_sample(target.transpose(0, 2).contiguous().transpose(0, 2), drafts.t().contiguous().t(),
+                           strided_state, backend=backend)
     assert torch.equal(got.tokens.cpu(), want.tokens.cpu())
     assert torch.equal(got.num_accepted.cpu(), want.num_accepted.cpu())
 
@@ -355,9 +357,10 @@ def _nan_model(model):
 def test_nan_weights_are_refused_by_name_or_still_give_tokens_inside_the_vocabulary(models):
     broken = _nan_model(models.draft)
     inputs = _step_inputs(models, [0, 1, 2])
-    spec = Speculator(broken, TIMELINE)
-    with pytest.raises(LabkitInputError, match=r"logits holds NaN.*weight"):
-        spec.propose(*inputs.values())
+    first = next(name for name, _ in broken.named_parameters())
+    with pytest.raises(LabkitInputError, match=rf"the draft model's weights hold NaN or inf \(first in {first}\).*"
+                                               "damaged weight file"):
+        Speculator(broken, TIMELINE)
     unchecked = Speculator(broken, TIMELINE, validate=False)
     drafts = unchecked.propose(*inputs.values())
     assert bool(((drafts >= 0) & (drafts < models.draft.vocab_size)).all())
@@ -395,9 +398,8 @@ def test_engine_refuses_bad_configurations_by_name(models):
 def test_engine_with_nan_weights_refuses_by_name_instead_of_crashing(models, which):
     parts = dict(tokenizer=models.tokenizer, target=models.target, draft=models.draft)
     parts[which] = _nan_model(parts[which])
-    reqs = [Request(rid=0, prompt=[1, 2, 3], max_new_tokens=3)]
-    with pytest.raises(LabkitInputError, match=r"logits holds NaN"):
-        Engine(ToyModels(**parts), SMALL).generate(reqs)
+    with pytest.raises(LabkitInputError, match=rf"the {which} model's weights hold NaN or inf"):
+        Engine(ToyModels(**parts), SMALL)
 
 
 def test_sizes_and_counts_must_be_integers(models):

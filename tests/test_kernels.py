@@ -220,7 +220,8 @@ def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_l
     """Issue 17, point 1: the row's last program reduces the blocks itself, to the same token as the
     reduction in torch, ties (the first index of the maximum) and +inf/NaN included; its counters are
     back at zero after every launch, so the next launch (or graph replay) starts clean."""
-    from labkit.kernels.gumbel import kernel_launcher, row_counters
+    from labkit.kernels.gumbel import kernel_launcher
+    from labkit.kernels.gumbel_tuning import row_counters
 
     logits, mapping, temperature, seeds, positions = launch_case(3, 8, vocab, padded=2)
     temperature[mapping[:3].long()] = 0.0  # rows 0-2 greedy: their scores are their logits
@@ -297,8 +298,9 @@ def test_rejection_kernel_matches_reference(seed, probabilistic, vocab):
     target, q, drafts, mapping, temperature, seeds, positions = _verify_case(
         seed, vocab=vocab, greedy_slots=(int(seed),))
     q_arg = q if probabilistic else None
-    a = rejection_sample(target, q_arg, drafts, mapping, temperature, seeds, positions, backend=KERNEL_BACKEND)
-    b = rejection_sample_torch(target, q_arg, drafts, mapping, temperature, seeds, positions)
+    state = SamplingState(mapping, temperature, seeds, positions, q_arg)
+    a = rejection_sample(target, drafts, state, backend=KERNEL_BACKEND)
+    b = rejection_sample_torch(target, drafts, state)
     assert torch.equal(a.tokens.cpu(), b.tokens.cpu())
     assert torch.equal(a.num_accepted.cpu(), b.num_accepted.cpu())
 
@@ -306,7 +308,7 @@ def test_rejection_kernel_matches_reference(seed, probabilistic, vocab):
 def test_rejection_accepts_everything_when_q_equals_p_and_drafts_are_likely():
     target, q, drafts, mapping, temperature, seeds, positions = _verify_case(11, q_equals_p_rows=range(6))
     # u < p/q = 1 always: every draft is accepted and a bonus token follows.
-    v = rejection_sample_torch(target, q, drafts, mapping, temperature, seeds, positions)
+    v = rejection_sample_torch(target, drafts, SamplingState(mapping, temperature, seeds, positions, q))
     assert v.num_accepted.tolist() == [3] * 6
     assert torch.all(v.tokens[:, :3] == drafts)
     assert torch.all(v.tokens[:, 3] >= 0)
@@ -316,7 +318,7 @@ def test_rejection_rejects_a_draft_the_target_rules_out():
     target, q, drafts, mapping, temperature, seeds, positions = _verify_case(12)
     target[:, 0, :] = 0.0
     target[torch.arange(6), 0, drafts[:, 0]] = -1e9  # p(draft) = 0
-    v = rejection_sample_torch(target, q, drafts, mapping, temperature, seeds, positions)
+    v = rejection_sample_torch(target, drafts, SamplingState(mapping, temperature, seeds, positions, q))
     assert v.num_accepted.tolist() == [0] * 6
     assert torch.all(v.tokens[:, 0] != drafts[:, 0]) and torch.all(v.tokens[:, 1:] == -1)
 

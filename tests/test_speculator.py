@@ -235,19 +235,21 @@ def test_fill_without_mask_is_refused_on_the_host_before_any_launch(models, cls)
 @pytest.mark.parametrize("cls", [Speculator, DFlashSpeculator])
 @pytest.mark.parametrize("use_graphs", [False, True])
 def test_drafting_reads_no_value_back_inside_the_k_launches(models, monkeypatch, cls, use_graphs):
-    """Issue 17, point 3: the inputs are checked once per step where they enter (copy-in), and q for
-    NaN once after drafting; none of the k sampling launches checks values (on a GPU: a host sync)."""
+    """Issue 17, point 3: the inputs are checked once per step where they enter (copy-in), the weights
+    once when the speculator is built; none of the k sampling launches checks values, and nothing
+    is checked after drafting (on a GPU each would be a host sync). tests/test_gpu.py runs the same
+    step on a GPU with synchronisation turned into an error."""
+    import labkit.checks as checks
     import labkit.kernels.gumbel as gumbel
-    import labkit.speculator as speculator
 
     value_checks, nan_checks = [], []
-    real_values, real_nan = gumbel.check_values, speculator.check_no_nan
+    real_values, real_nan = gumbel.check_values, checks.check_no_nan
     monkeypatch.setattr(gumbel, "check_values", lambda *a, **kw: value_checks.append(1) or real_values(*a, **kw))
-    monkeypatch.setattr(speculator, "check_no_nan", lambda *a, **kw: nan_checks.append(1) or real_nan(*a, **kw))
+    monkeypatch.setattr(checks, "check_no_nan", lambda *a, **kw: nan_checks.append(1) or real_nan(*a, **kw))
     k = 2 if cls is DFlashSpeculator else 4
     config = DrafterConfig(drafter=cls.drafter, k=k, max_num_reqs=M, capture_sizes=(1, 2, 4, 8),
                            use_graphs=use_graphs)
     spec = cls(models.draft, config)
     for step, slots in enumerate(TIMELINE):
         spec.propose(*_inputs(models, list(slots), step))
-    assert value_checks == [] and len(nan_checks) == len(TIMELINE)
+    assert value_checks == [] and nan_checks == []

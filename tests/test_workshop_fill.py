@@ -214,7 +214,7 @@ def test_a_solved_fill_shows_the_prs_fix_beside_your_fill_and_keeps_it():
     result = ex.check_fill({"copy_idx_mapping": fill_first_then_copy})
     assert_solved(result)
     shown = repr(result)
-    assert "Speculator.copy_request_inputs" in shown and "self.idx_mapping[num_reqs:].fill_(-1)" in shown
+    assert "Speculator.copy_idx_mapping" in shown and "self.idx_mapping[num_reqs:].fill_(-1)" in shown
     assert "def fill_first_then_copy(" in shown and "idx_mapping.fill_(-1)" in shown
     page = result._repr_html_()
     assert "The PR's fix" in page

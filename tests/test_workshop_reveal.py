@@ -7,6 +7,7 @@ Every check keeps the learner's source in $LABKIT_ANSWERS (here a temporary fold
 from __future__ import annotations
 
 import html
+import inspect
 import re
 import sys
 
@@ -99,7 +100,7 @@ def test_a_kernels_source_is_kept_and_the_kernels_fix_shown():
     ex.check_kernel({"gumbel_kernel": kernel_unmasked})
     shown = ex.compare("b")
     assert shown.yours.variant == "triton" and shown.yours.source.startswith("@triton.jit\ndef kernel_unmasked(")
-    assert "gumbel_sample_kernel" in shown.fix.where and "mask=store_mask" in shown.fix.text
+    assert "gumbel_sample_kernel" in shown.fix.where and "return in_vocab & ((offs * 0 + slot) >= 0)" in shown.fix.text
 
 
 def test_a_folder_that_cannot_be_written_costs_a_note_not_the_check(tmp_path, monkeypatch):
@@ -143,13 +144,28 @@ def test_a_fix_gives_no_later_exercise_away(exercise, later):
         assert not re.search(later, pr_fix(exercise, variant).text), (exercise, variant)
 
 
-def test_a_marker_that_is_gone_says_where_to_look(monkeypatch):
+def test_a_function_that_is_gone_says_where_to_look(monkeypatch):
     from labkit.workshop import pr_fix as module
 
-    broken = {"a": ("labkit/speculator.py, Speculator.copy_request_inputs",
-                    (module.Piece("labkit.speculator:Speculator.copy_request_inputs", "no such line"),))}
+    broken = {"a": ("labkit/speculator.py, Speculator.copy_idx_mapping",
+                    (module.Piece("labkit.speculator:Speculator.no_such_method", "fill"),))}
     monkeypatch.setattr(module, "PIECES", broken)
     assert "see labkit/speculator.py" in pr_fix("a").text
+
+
+@pytest.mark.parametrize("key", sorted(PIECES))
+def test_each_fix_excerpt_is_whole_functions_numbered_as_in_their_files(key):
+    """An excerpt starts at a def (or the decorator above it) and holds every line of the function."""
+    from labkit.workshop import pr_fix as module
+
+    exercise, _, variant = key.partition("-")
+    excerpts = pr_fix(exercise, variant or "torch").text.split("\n     ...\n")
+    for piece, text in zip(module.PIECES[key][1], excerpts, strict=True):
+        fn = module._owner(piece.owner)
+        lines, first = inspect.getsourcelines(getattr(fn, "fn", fn))
+        numbered = [(int(line[1:5]), line[7:]) for line in text.splitlines()]
+        assert numbered == [(first + i, src.rstrip()) for i, src in enumerate(lines)]
+        assert re.match(r"\s*(@|def )", numbered[0][1])
 
 
 def test_outside_ipython_nothing_is_kept_unless_asked(tmp_path, monkeypatch):

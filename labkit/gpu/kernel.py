@@ -28,7 +28,8 @@ import triton.language as tl
 from labkit.gpu.summary import fraction_line, fractions, targets_for
 from labkit.gpu.timing import graphed, measure, per_call
 from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample
-from labkit.kernels.gumbel import gumbel_sample, kernel_launcher, launch_config
+from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
+from labkit.kernels.gumbel_tuning import launch_config
 from labkit.kernels.sampling_state import SamplingState
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 
 from labkit.gpu.timing import graphed
-from labkit.kernels.gumbel import kernel_launcher, launch_config
+from labkit.kernels.gumbel import kernel_launcher
+from labkit.kernels.gumbel_tuning import launch_config
 from labkit.kernels.sampling_state import SamplingState
 from labkit.scenario import MECHANICS_SCHEDULE
 

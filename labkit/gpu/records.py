@@ -62,7 +62,7 @@ def provenance(command: str) -> dict:
     import torch
     import triton
 
-    from labkit.kernels import gumbel
+    from labkit.kernels import gumbel_tuning as tuning
 
     props = torch.cuda.get_device_properties(0)
     return {
@@ -78,8 +78,8 @@ def provenance(command: str) -> dict:
         "date": utc_now(),
         "command": command,
         **_git(),
-        "kernel_defaults": {"block_v": gumbel.GPU_BLOCK_V, "num_warps": gumbel.GPU_NUM_WARPS,
-                            "fast_math": gumbel.GPU_FAST_MATH},
+        "kernel_defaults": {"block_v": tuning.GPU_BLOCK_V, "num_warps": tuning.GPU_NUM_WARPS,
+                            "fast_math": tuning.GPU_FAST_MATH},
         "timing": TIMING_NOTE,
     }
 

@@ -19,34 +19,31 @@ from __future__ import annotations
 
 import torch
 
-from labkit import backends as _backend
 from labkit.checks import check_backend, check_int, check_mapping_dtype, check_same_device, check_tensor, check_writable
 from labkit.errors import LabkitInputError
+from labkit.kernels.triton_import import tl, triton
 
-if _backend.HAS_TRITON:
-    import triton
-    import triton.language as tl
 
-    @triton.jit
-    def dflash_prepare_kernel(
-        mapping_ptr,  # [num_reqs] int: live row -> slot
-        pos_ptr,  # [num_reqs] int: next position of each live row
-        out_mapping_ptr, out_mapping_stride,  # [total] int: sample row -> slot (written in place)
-        out_pos_ptr, out_pos_stride,  # [total] int: sample row -> position (written in place)
-        num_reqs, total, pad_value,
-        K: tl.constexpr,
-        BLOCK: tl.constexpr,
-    ):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        in_range = offs < total
-        req = offs // K
-        live = offs < num_reqs * K
-        slot = tl.load(mapping_ptr + req, mask=live, other=0)
-        pos = tl.load(pos_ptr + req, mask=live, other=0)
-        # The outputs are persistent buffers the caller may hand over as strided views.
-        offs64 = offs.to(tl.int64)
-        tl.store(out_mapping_ptr + offs64 * out_mapping_stride, tl.where(live, slot, pad_value), mask=in_range)
-        tl.store(out_pos_ptr + offs64 * out_pos_stride, tl.where(live, pos + offs % K, 0), mask=in_range)
+@triton.jit
+def dflash_prepare_kernel(
+    mapping_ptr,  # [num_reqs] int: live row -> slot
+    pos_ptr,  # [num_reqs] int: next position of each live row
+    out_mapping_ptr, out_mapping_stride,  # [total] int: sample row -> slot (written in place)
+    out_pos_ptr, out_pos_stride,  # [total] int: sample row -> position (written in place)
+    num_reqs, total, pad_value,
+    K: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    in_range = offs < total
+    req = offs // K
+    live = offs < num_reqs * K
+    slot = tl.load(mapping_ptr + req, mask=live, other=0)
+    pos = tl.load(pos_ptr + req, mask=live, other=0)
+    # The outputs are persistent buffers the caller may hand over as strided views.
+    offs64 = offs.to(tl.int64)
+    tl.store(out_mapping_ptr + offs64 * out_mapping_stride, tl.where(live, slot, pad_value), mask=in_range)
+    tl.store(out_pos_ptr + offs64 * out_pos_stride, tl.where(live, pos + offs % K, 0), mask=in_range)
 
 
 INT_DTYPES = (torch.int32, torch.int64)
@@ -125,6 +122,10 @@ def prepare_dflash_sample_mapping(
 
 def prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos, *,
                                         num_reqs, k, pad_value=-1) -> None:
+    """The sample mapping and positions in torch, the kernel's semantics: live rows, then the pad.
+
+    pad_value: what padded sample rows get as their slot: -1 after PR #47066, 0 before
+    (:class:`labkit.config.FixSwitches`, ``dflash_pad``)."""
     live = num_reqs * k
     sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
     step = torch.arange(k, device=positions.device).repeat(num_reqs)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.backends import HAS_TRITON
+from labkit.kernels.triton_import import tl, triton
 
 MIX_MUL_1 = 0x7FEB352D
 MIX_MUL_2 = 0x846CA68B
@@ -68,49 +68,49 @@ def gumbel_torch(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(uniform_torch(key, index)))
 
 
-if HAS_TRITON:
-    import triton
-    import triton.language as tl
+# The same generator in Triton, bit for bit. The mixing steps are written out rather than calling
+# a `mix32` helper: every call of a jitted helper costs the CPU interpreter setup time, which once
+# dominated the whole lab's run time. The compiled kernels inline them either way. (The Gumbel
+# transform of these uniforms, at each fast-math level: labkit.kernels.fast_math.gumbel.)
 
-    # The mixing steps are written out rather than calling a `mix32` helper: every call of a
-    # jitted helper costs the CPU interpreter about a millisecond of setup, which dominated the
-    # whole lab's run time. The compiled kernels inline them either way.
 
-    @triton.jit
-    def row_key(seed, pos, salt):
-        # seed, pos: int64 scalars; truncating casts keep the low 32 bits, as `& MASK32` does.
-        h = seed.to(tl.uint32) ^ salt.to(tl.uint32)
-        h = h ^ (h >> 16)
-        h = h * 0x7FEB352D
-        h = h ^ (h >> 15)
-        h = h * 0x846CA68B
-        h = h ^ (h >> 16)
-        h = h ^ (seed >> 32).to(tl.uint32)
-        h = h ^ (h >> 16)
-        h = h * 0x7FEB352D
-        h = h ^ (h >> 15)
-        h = h * 0x846CA68B
-        h = h ^ (h >> 16)
-        h = h ^ pos.to(tl.uint32)
-        h = h ^ (h >> 16)
-        h = h * 0x7FEB352D
-        h = h ^ (h >> 15)
-        h = h * 0x846CA68B
-        return h ^ (h >> 16)
+@triton.jit
+def row_key(seed, pos, salt):
+    # seed, pos: int64 scalars; truncating casts keep the low 32 bits, as `& MASK32` does.
+    h = seed.to(tl.uint32) ^ salt.to(tl.uint32)
+    h = h ^ (h >> 16)
+    h = h * 0x7FEB352D
+    h = h ^ (h >> 15)
+    h = h * 0x846CA68B
+    h = h ^ (h >> 16)
+    h = h ^ (seed >> 32).to(tl.uint32)
+    h = h ^ (h >> 16)
+    h = h * 0x7FEB352D
+    h = h ^ (h >> 15)
+    h = h * 0x846CA68B
+    h = h ^ (h >> 16)
+    h = h ^ pos.to(tl.uint32)
+    h = h ^ (h >> 16)
+    h = h * 0x7FEB352D
+    h = h ^ (h >> 15)
+    h = h * 0x846CA68B
+    return h ^ (h >> 16)
 
-    @triton.jit
-    def uniform(key, index):
-        """float32 in (0, 1) per element of `index` (a block), bit-identical to uniform_torch."""
-        h = key ^ (index.to(tl.uint32) * 0x9E3779B9)
-        h = h ^ (h >> 16)
-        h = h * 0x7FEB352D
-        h = h ^ (h >> 15)
-        h = h * 0x846CA68B
-        h = h ^ (h >> 16)
-        u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
-        return tl.minimum(u, 0.99999994039535522)  # U_MAX: see the note there
 
-    @triton.jit
-    def uniform_at_zero(key):
-        """uniform(key, 0) for a scalar key, as a scalar (index 0 leaves the key unchanged)."""
-        return tl.sum(uniform(key, tl.zeros([1], tl.int32)), axis=0)
+@triton.jit
+def uniform(key, index):
+    """float32 in (0, 1) per element of `index` (a block), bit-identical to uniform_torch."""
+    h = key ^ (index.to(tl.uint32) * 0x9E3779B9)
+    h = h ^ (h >> 16)
+    h = h * 0x7FEB352D
+    h = h ^ (h >> 15)
+    h = h * 0x846CA68B
+    h = h ^ (h >> 16)
+    u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+    return tl.minimum(u, 0.99999994039535522)  # U_MAX: see the note there
+
+
+@triton.jit
+def uniform_at_zero(key):
+    """uniform(key, 0) for a scalar key, as a scalar (index 0 leaves the key unchanged)."""
+    return tl.sum(uniform(key, tl.zeros([1], tl.int32)), axis=0)

@@ -27,132 +27,143 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit import backends as _backend
 from labkit import checks
 from labkit.checks import FLOAT_DTYPES
 from labkit.errors import LabkitInputError
-from labkit.kernels.noise import SALT_ACCEPT, SALT_BONUS, SALT_RESIDUAL, gumbel_torch, row_key_torch, uniform_torch
+from labkit.kernels.noise import (
+    SALT_ACCEPT,
+    SALT_BONUS,
+    SALT_RESIDUAL,
+    gumbel_torch,
+    row_key,
+    row_key_torch,
+    uniform,
+    uniform_at_zero,
+    uniform_torch,
+)
+from labkit.kernels.sampling_state import SamplingState
+from labkit.kernels.triton_import import tl, triton
 
-if _backend.HAS_TRITON:
-    import triton
-    import triton.language as tl
 
-    from labkit.kernels.noise import row_key, uniform, uniform_at_zero
-
-    @triton.jit
-    def _softmax_stats(row_ptr, vocab_size, temp, BLOCK_V: tl.constexpr, NUM_BLOCKS: tl.constexpr):
-        """Max and sum of exp(x / temp - max) over one vocab row (temp 1 for pre-scaled rows)."""
-        m_vec = tl.full([BLOCK_V], float("-inf"), tl.float32)
-        for block in range(NUM_BLOCKS):
-            offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
-            x = tl.load(row_ptr + offs, mask=offs < vocab_size, other=float("-inf")) / temp
-            m_vec = tl.maximum(m_vec, x)
-        m = tl.max(m_vec, axis=0)
-        s_vec = tl.zeros([BLOCK_V], tl.float32)
-        for block in range(NUM_BLOCKS):
-            offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
-            x = tl.load(row_ptr + offs, mask=offs < vocab_size, other=float("-inf")) / temp
-            s_vec += tl.exp(x - m)
-        return m, tl.sum(s_vec, axis=0)
-
-    @triton.jit
-    def _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V: tl.constexpr):
-        """One vocab block of the target's temperature-scaled logits (-inf past the vocabulary)."""
-        offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
-        in_vocab = offs < vocab_size
-        return offs, in_vocab, tl.load(t_row + offs, mask=in_vocab, other=float("-inf")) / temp_safe
-
-    @triton.jit
-    def _first_argmax(best_val, best_idx):
-        top = tl.max(best_val, axis=0)
-        return tl.min(tl.where(best_val == top, best_idx, 2147483647), axis=0)
-
-    @triton.jit
-    def rejection_sample_kernel(
-        target_ptr, t_stride_row, t_stride_step,  # [num_reqs, k + 1, V], row-indexed, unscaled
-        q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed, scaled
-        draft_tokens_ptr, dt_stride,  # [num_reqs, k] int64, row-indexed
-        mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr,
-        accepted_ptr, emit_ptr,  # outputs: [num_reqs, k] int32 and [num_reqs, k + 1] int64
-        vocab_size, accept_salt, residual_salt, bonus_salt,
-        NUM_STEPS: tl.constexpr,
-        PROBABILISTIC_DRAFT: tl.constexpr,
-        BLOCK_V: tl.constexpr,
-        NUM_BLOCKS: tl.constexpr,  # a compile-time loop bound: the interpreters of Triton 3.5/3.6
-        # cannot iterate `range` over a runtime scalar with NumPy >= 2.4
-    ):
-        row = tl.program_id(0)
-        j = tl.program_id(1)
-        slot = tl.load(mapping_ptr + row)
-        temp = tl.load(temperature_ptr + slot)
-        seed = tl.load(seeds_ptr + slot)
-        pos = tl.load(pos_ptr + row) + j
-        greedy = temp == 0.0
-        temp_safe = tl.where(greedy, 1.0, temp)
-        t_row = target_ptr + row * t_stride_row + j * t_stride_step
-        m_p, s_p = _softmax_stats(t_row, vocab_size, temp_safe, BLOCK_V, NUM_BLOCKS)
-        if j < NUM_STEPS:
-            x = tl.load(draft_tokens_ptr + row * dt_stride + j)
-            p_x = tl.exp(tl.load(t_row + x) / temp_safe - m_p) / s_p
-            q_row = q_ptr + slot.to(tl.int64) * q_stride_slot + j * q_stride_step
-            if PROBABILISTIC_DRAFT:
-                m_q, s_q = _softmax_stats(q_row, vocab_size, 1.0, BLOCK_V, NUM_BLOCKS)
-                q_x = tl.exp(tl.load(q_row + x) - m_q) / s_q
-            else:
-                m_q = 0.0
-                s_q = 1.0
-                q_x = 1.0
-            u = uniform_at_zero(row_key(seed, pos, accept_salt))
-            # Residual norm(max(0, p - q)) by Gumbel-max on log(residual); if p == q everywhere
-            # the residual is empty and we fall back to p.
-            key = row_key(seed, pos, residual_salt)
-            res_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
-            res_idx = tl.zeros([BLOCK_V], tl.int32)
-            p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
-            p_idx = tl.zeros([BLOCK_V], tl.int32)
-            for block in range(NUM_BLOCKS):
-                offs, in_vocab, scaled = _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V)
-                p = tl.exp(scaled - m_p) / s_p
-                if PROBABILISTIC_DRAFT:
-                    q = tl.exp(tl.load(q_row + offs, mask=in_vocab, other=float("-inf")) - m_q) / s_q
-                else:
-                    q = tl.where(offs == x, 1.0, 0.0)
-                residual = tl.maximum(p - q, 0.0)
-                g = -tl.log(-tl.log(uniform(key, offs)))
-                score_r = tl.where(residual > 0.0, tl.log(tl.where(residual > 0.0, residual, 1.0)) + g,
-                                   float("-inf"))
-                score_p = tl.where(in_vocab, scaled + g, float("-inf"))
-                if greedy:
-                    score_p = scaled
-                better_r = score_r > res_val
-                res_idx = tl.where(better_r, offs, res_idx)
-                res_val = tl.where(better_r, score_r, res_val)
-                better_p = score_p > p_val
-                p_idx = tl.where(better_p, offs, p_idx)
-                p_val = tl.where(better_p, score_p, p_val)
-            target_choice = _first_argmax(p_val, p_idx)
-            residual_choice = _first_argmax(res_val, res_idx)
-            if greedy:
-                accept = x == target_choice
-                emit = target_choice
-            else:
-                accept = u * q_x < p_x
-                emit = tl.where(tl.max(res_val, axis=0) > float("-inf"), residual_choice, target_choice)
-            tl.store(accepted_ptr + row * NUM_STEPS + j, accept.to(tl.int32))
-            tl.store(emit_ptr + row * (NUM_STEPS + 1) + j, emit.to(tl.int64))
+@triton.jit
+def rejection_sample_kernel(
+    target_ptr, t_stride_row, t_stride_step,  # [num_reqs, k + 1, V], row-indexed, unscaled
+    q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed, scaled
+    draft_tokens_ptr, dt_stride,  # [num_reqs, k] int64, row-indexed
+    mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr,
+    accepted_ptr, emit_ptr,  # outputs: [num_reqs, k] int32 and [num_reqs, k + 1] int64
+    vocab_size, accept_salt, residual_salt, bonus_salt,
+    NUM_STEPS: tl.constexpr,
+    PROBABILISTIC_DRAFT: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    NUM_BLOCKS: tl.constexpr,  # a compile-time loop bound: the interpreters of Triton 3.5/3.6
+    # cannot iterate `range` over a runtime scalar with NumPy >= 2.4
+):
+    row = tl.program_id(0)
+    j = tl.program_id(1)
+    slot = tl.load(mapping_ptr + row)
+    temp = tl.load(temperature_ptr + slot)
+    seed = tl.load(seeds_ptr + slot)
+    pos = tl.load(pos_ptr + row) + j
+    greedy = temp == 0.0
+    temp_safe = tl.where(greedy, 1.0, temp)
+    t_row = target_ptr + row * t_stride_row + j * t_stride_step
+    m_p, s_p = _softmax_stats(t_row, vocab_size, temp_safe, BLOCK_V, NUM_BLOCKS)
+    if j < NUM_STEPS:
+        x = tl.load(draft_tokens_ptr + row * dt_stride + j)
+        p_x = tl.exp(tl.load(t_row + x) / temp_safe - m_p) / s_p
+        q_row = q_ptr + slot.to(tl.int64) * q_stride_slot + j * q_stride_step
+        if PROBABILISTIC_DRAFT:
+            m_q, s_q = _softmax_stats(q_row, vocab_size, 1.0, BLOCK_V, NUM_BLOCKS)
+            q_x = tl.exp(tl.load(q_row + x) - m_q) / s_q
         else:
-            key = row_key(seed, pos, bonus_salt)
-            p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
-            p_idx = tl.zeros([BLOCK_V], tl.int32)
-            for block in range(NUM_BLOCKS):
-                offs, in_vocab, scaled = _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V)
-                score = scaled
-                if temp != 0.0:
-                    score = tl.where(in_vocab, scaled - tl.log(-tl.log(uniform(key, offs))), float("-inf"))
-                better = score > p_val
-                p_idx = tl.where(better, offs, p_idx)
-                p_val = tl.where(better, score, p_val)
-            tl.store(emit_ptr + row * (NUM_STEPS + 1) + j, _first_argmax(p_val, p_idx).to(tl.int64))
+            m_q = 0.0
+            s_q = 1.0
+            q_x = 1.0
+        u = uniform_at_zero(row_key(seed, pos, accept_salt))
+        # Residual norm(max(0, p - q)) by Gumbel-max on log(residual); if p == q everywhere
+        # the residual is empty and we fall back to p.
+        key = row_key(seed, pos, residual_salt)
+        res_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
+        res_idx = tl.zeros([BLOCK_V], tl.int32)
+        p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
+        p_idx = tl.zeros([BLOCK_V], tl.int32)
+        for block in range(NUM_BLOCKS):
+            offs, in_vocab, scaled = _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V)
+            p = tl.exp(scaled - m_p) / s_p
+            if PROBABILISTIC_DRAFT:
+                q = tl.exp(tl.load(q_row + offs, mask=in_vocab, other=float("-inf")) - m_q) / s_q
+            else:
+                q = tl.where(offs == x, 1.0, 0.0)
+            residual = tl.maximum(p - q, 0.0)
+            g = -tl.log(-tl.log(uniform(key, offs)))
+            score_r = tl.where(residual > 0.0, tl.log(tl.where(residual > 0.0, residual, 1.0)) + g,
+                               float("-inf"))
+            score_p = tl.where(in_vocab, scaled + g, float("-inf"))
+            if greedy:
+                score_p = scaled
+            better_r = score_r > res_val
+            res_idx = tl.where(better_r, offs, res_idx)
+            res_val = tl.where(better_r, score_r, res_val)
+            better_p = score_p > p_val
+            p_idx = tl.where(better_p, offs, p_idx)
+            p_val = tl.where(better_p, score_p, p_val)
+        target_choice = _first_argmax(p_val, p_idx)
+        residual_choice = _first_argmax(res_val, res_idx)
+        if greedy:
+            accept = x == target_choice
+            emit = target_choice
+        else:
+            accept = u * q_x < p_x
+            emit = tl.where(tl.max(res_val, axis=0) > float("-inf"), residual_choice, target_choice)
+        tl.store(accepted_ptr + row * NUM_STEPS + j, accept.to(tl.int32))
+        tl.store(emit_ptr + row * (NUM_STEPS + 1) + j, emit.to(tl.int64))
+    else:
+        key = row_key(seed, pos, bonus_salt)
+        p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
+        p_idx = tl.zeros([BLOCK_V], tl.int32)
+        for block in range(NUM_BLOCKS):
+            offs, in_vocab, scaled = _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V)
+            score = scaled
+            if temp != 0.0:
+                score = tl.where(in_vocab, scaled - tl.log(-tl.log(uniform(key, offs))), float("-inf"))
+            better = score > p_val
+            p_idx = tl.where(better, offs, p_idx)
+            p_val = tl.where(better, score, p_val)
+        tl.store(emit_ptr + row * (NUM_STEPS + 1) + j, _first_argmax(p_val, p_idx).to(tl.int64))
+
+
+# The kernel's helpers.
+
+@triton.jit
+def _softmax_stats(row_ptr, vocab_size, temp, BLOCK_V: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """Max and sum of exp(x / temp - max) over one vocab row (temp 1 for pre-scaled rows)."""
+    m_vec = tl.full([BLOCK_V], float("-inf"), tl.float32)
+    for block in range(NUM_BLOCKS):
+        offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
+        x = tl.load(row_ptr + offs, mask=offs < vocab_size, other=float("-inf")) / temp
+        m_vec = tl.maximum(m_vec, x)
+    m = tl.max(m_vec, axis=0)
+    s_vec = tl.zeros([BLOCK_V], tl.float32)
+    for block in range(NUM_BLOCKS):
+        offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
+        x = tl.load(row_ptr + offs, mask=offs < vocab_size, other=float("-inf")) / temp
+        s_vec += tl.exp(x - m)
+    return m, tl.sum(s_vec, axis=0)
+
+
+@triton.jit
+def _target_block(t_row, block, vocab_size, temp_safe, BLOCK_V: tl.constexpr):
+    """One vocab block of the target's temperature-scaled logits (-inf past the vocabulary)."""
+    offs = block * BLOCK_V + tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    return offs, in_vocab, tl.load(t_row + offs, mask=in_vocab, other=float("-inf")) / temp_safe
+
+
+@triton.jit
+def _first_argmax(best_val, best_idx):
+    top = tl.max(best_val, axis=0)
+    return tl.min(tl.where(best_val == top, best_idx, 2147483647), axis=0)
 
 
 @dataclass
@@ -166,7 +177,9 @@ class Verdict:
 
 
 
-def _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
+def _check_layout(target_logits, draft_tokens, state: SamplingState):
+    idx_mapping, temperature, seeds, positions, draft_logits = (
+        state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
     checks.check_tensor("target_logits", target_logits, dim=3, dtypes=FLOAT_DTYPES, what=" [num_reqs, k + 1, vocab]")
     num_reqs, k1, vocab = target_logits.shape
     if vocab < 1 or k1 < 1:
@@ -202,8 +215,9 @@ def _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temper
                       idx_mapping=idx_mapping, temperature=temperature, seeds=seeds, positions=positions)
 
 
-def _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions):
-    _check_layout(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions)
+def _validate(target_logits, draft_tokens, state: SamplingState):
+    _check_layout(target_logits, draft_tokens, state)
+    idx_mapping, temperature, draft_logits = state.idx_mapping, state.temperature, state.draft_logits
     num_reqs, k1, vocab = target_logits.shape
     if num_reqs == 0:
         return
@@ -224,17 +238,17 @@ def _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperatur
 
 def rejection_sample(
     target_logits: torch.Tensor,
-    draft_logits: torch.Tensor | None,
     draft_tokens: torch.Tensor,
-    idx_mapping: torch.Tensor,
-    temperature: torch.Tensor,
-    seeds: torch.Tensor,
-    positions: torch.Tensor,
+    state: SamplingState,
     *,
     validate: bool = True,
     backend: str | None = None,
 ) -> Verdict:
-    """Verify `draft_tokens` for the live rows; `draft_logits=None` means greedy drafting.
+    """Verify `draft_tokens` [num_reqs, k] against `target_logits` [num_reqs, k + 1, V] for the live rows.
+
+    `state` holds what the draft launches read and wrote (:class:`~labkit.kernels.SamplingState`):
+    the row -> slot mapping, the slots' temperatures and seeds, each row's position of its first
+    draft token, and q (`draft_logits`, read by slot; None means greedy drafting).
 
     With `validate` (the default) the inputs are checked first, values too (slots of live rows in
     [0, max_num_reqs), draft tokens in [0, vocab), temperatures >= 0 and not NaN, no NaN logits).
@@ -242,11 +256,9 @@ def rejection_sample(
     """
     which = checks.check_backend(backend)
     if validate:
-        _validate(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds, positions)
+        _validate(target_logits, draft_tokens, state)
     if which == "torch":
-        accepted, emit = rejection_verdicts_torch(target_logits, draft_logits, draft_tokens, idx_mapping,
-                                                  temperature, seeds, positions)
-        return combine_verdicts(draft_tokens, accepted, emit)
+        return rejection_sample_torch(target_logits, draft_tokens, state)
     num_reqs, k1, vocab = target_logits.shape
     k = k1 - 1
     accepted = torch.empty((num_reqs, k), dtype=torch.int32, device=target_logits.device)
@@ -254,8 +266,8 @@ def rejection_sample(
     if num_reqs:
         # The kernel reads with unit stride along the vocabulary and the 1-D inputs; every input
         # is read-only, so packed copies are the same inputs.
-        target_logits, draft_tokens, idx_mapping, temperature, seeds, positions = (t.contiguous() for t in (
-            target_logits, draft_tokens, idx_mapping, temperature, seeds, positions))
+        target_logits, draft_tokens = target_logits.contiguous(), draft_tokens.contiguous()
+        packed, draft_logits = state.packed(), state.draft_logits
         q = draft_logits if draft_logits is not None else target_logits
         if q.stride(2) != 1:
             q = q.contiguous()
@@ -264,7 +276,7 @@ def rejection_sample(
             target_logits, target_logits.stride(0), target_logits.stride(1),
             q, q.stride(0), q.stride(1),
             draft_tokens, draft_tokens.stride(0),
-            idx_mapping, temperature, seeds, positions,
+            packed.idx_mapping, packed.temperature, packed.seeds, packed.positions,
             accepted, emit, vocab, SALT_ACCEPT, SALT_RESIDUAL, SALT_BONUS,
             NUM_STEPS=k, PROBABILISTIC_DRAFT=draft_logits is not None,
             BLOCK_V=block_v, NUM_BLOCKS=triton.cdiv(vocab, block_v),
@@ -272,9 +284,10 @@ def rejection_sample(
     return combine_verdicts(draft_tokens, accepted.bool(), emit)
 
 
-def rejection_verdicts_torch(target_logits, draft_logits, draft_tokens, idx_mapping, temperature,
-                             seeds, positions):
+def rejection_verdicts_torch(target_logits, draft_tokens, state: SamplingState):
     """Per (row, j): accept flag [n, k] and the token to emit at a first rejection there [n, k + 1]."""
+    idx_mapping, temperature, seeds, positions, draft_logits = (
+        state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
     num_reqs, k1, vocab = target_logits.shape
     k = k1 - 1
     device = target_logits.device
@@ -326,9 +339,7 @@ def combine_verdicts(draft_tokens: torch.Tensor, accepted: torch.Tensor, emit: t
     return Verdict(tokens=tokens, num_emitted=first_reject + 1, num_accepted=first_reject)
 
 
-def rejection_sample_torch(target_logits, draft_logits, draft_tokens, idx_mapping, temperature, seeds,
-                           positions) -> Verdict:
-    """Pure-torch reference of :func:`rejection_sample`."""
-    accepted, emit = rejection_verdicts_torch(target_logits, draft_logits, draft_tokens, idx_mapping,
-                                              temperature, seeds, positions)
+def rejection_sample_torch(target_logits, draft_tokens, state: SamplingState) -> Verdict:
+    """Pure-torch reference of :func:`rejection_sample` (no checks)."""
+    accepted, emit = rejection_verdicts_torch(target_logits, draft_tokens, state)
     return combine_verdicts(draft_tokens, accepted, emit)

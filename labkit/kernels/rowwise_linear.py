@@ -13,25 +13,23 @@ from __future__ import annotations
 import torch
 
 from labkit import backends
+from labkit.kernels.triton_import import tl, triton
 
-if backends.HAS_TRITON:
-    import triton
-    import triton.language as tl
 
-    @triton.jit
-    def rowwise_linear_kernel(x_ptr, w_ptr, b_ptr, out_ptr, K, N, stride_x, stride_o,
-                              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        row = tl.program_id(0)
-        n_offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            k_offs = k0 + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + row * stride_x + k_offs, mask=k_offs < K, other=0.0)
-            w = tl.load(w_ptr + n_offs[:, None] * K + k_offs[None, :],
-                        mask=(n_offs[:, None] < N) & (k_offs[None, :] < K), other=0.0)
-            acc += tl.sum(w * x[None, :], axis=1)
-        acc += tl.load(b_ptr + n_offs, mask=n_offs < N, other=0.0)
-        tl.store(out_ptr + row * stride_o + n_offs, acc, mask=n_offs < N)
+@triton.jit
+def rowwise_linear_kernel(x_ptr, w_ptr, b_ptr, out_ptr, K, N, stride_x, stride_o,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0)
+    n_offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_offs = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + row * stride_x + k_offs, mask=k_offs < K, other=0.0)
+        w = tl.load(w_ptr + n_offs[:, None] * K + k_offs[None, :],
+                    mask=(n_offs[:, None] < N) & (k_offs[None, :] < K), other=0.0)
+        acc += tl.sum(w * x[None, :], axis=1)
+    acc += tl.load(b_ptr + n_offs, mask=n_offs < N, other=0.0)
+    tl.store(out_ptr + row * stride_o + n_offs, acc, mask=n_offs < N)
 
 
 def available_for(x: torch.Tensor) -> bool:

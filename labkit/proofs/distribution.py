@@ -188,6 +188,7 @@ def sample_first_tokens(setup: Setup, n: int, *, buggy: bool, models=None, backe
     draft token. Then one draft token (k = 1) per request is verified on the N live rows.
     """
     from labkit.kernels.rejection import rejection_sample
+    from labkit.kernels.sampling_state import SamplingState
     from labkit.models import load_toy_models
 
     if n < 1:
@@ -202,8 +203,8 @@ def sample_first_tokens(setup: Setup, n: int, *, buggy: bool, models=None, backe
         corrupted = len({slot for slot, _, _, _ in spec.last_record.collisions()})
         target = torch.stack([setup.target_logits.expand(n, -1),
                               setup.bonus_logits[drafts[:, 0].cpu()]], dim=1).to(device)
-        verdict = rejection_sample(target, spec.draft_logits, drafts, spec.idx_mapping, temperature, seeds,
-                                   positions)
+        verdict = rejection_sample(target, drafts, SamplingState(spec.idx_mapping, temperature, seeds, positions,
+                                                                 spec.draft_logits))
     return Samples(buggy, verdict.tokens[:, 0].cpu(), verdict.num_accepted.cpu(), corrupted, backend, str(device))
 
 
@@ -336,7 +337,8 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
                               masked=not buggy)[:n]
                 for j in range(k)], dim=1)
             target = setup.target_logits.to(device).expand(n, k + 1, -1).contiguous()
-            verdict = rejection_sample(target, draft_logits, drafts, mapping[:n], temperature, seeds, pos0[:n])
+            verified_state = SamplingState(mapping[:n], temperature, seeds, pos0[:n], draft_logits)
+            verdict = rejection_sample(target, drafts, verified_state)
             accepted = verdict.num_accepted.cpu()
             verified = torch.clamp(accepted + 1, max=k)
             a_theory = setup.acceptance_buggy if buggy else setup.acceptance_fixed

@@ -28,7 +28,7 @@ __all__ = [
     "side_by_side",
     "bench_side_by_side",
     "outcome_table",
-    "source_excerpt",
+    "function_source",
 ]
 
 MARK_STYLE = "background:#ffd6d6;color:#8b0000"
@@ -175,29 +175,17 @@ def outcome_table(result, modes=None) -> str:
     return "\n".join(lines)
 
 
-# -- source excerpts ------------------------------------------------------------------------------
+# -- source of a function ------------------------------------------------------------------------------
 
-def source_excerpt(obj, start: str, stop: str | None = None, *, mark: str | None = None,
-                   context_after: int = 0) -> str:
-    """Lines of `obj`'s source from the first line containing `start` to the first containing `stop`.
+def function_source(fn, *, mark: str | None = None) -> str:
+    """The whole source of a function (or a Triton kernel, or a class), its lines numbered as in its file.
 
-    Lines are numbered as in the file (a module's too). Lines matching the regex `mark` get a '>'
-    in the margin. Raises ValueError naming the marker if it is not found (the source changed).
+    An excerpt is a whole function, never a span between text markers, so an edit elsewhere moves
+    nothing and an excerpt cannot end in the wrong place. Lines matching the regex `mark` get a '>'
+    in the margin. A Triton kernel is shown as written (its ``.fn``, with Triton or without).
     """
-    lines, first = inspect.getsourcelines(obj)
-    first = max(first, 1)  # inspect numbers a whole module's lines from 0, a function's from its def line
-    begin = next((i for i, line in enumerate(lines) if start in line), None)
-    if begin is None:
-        raise ValueError(f"{start!r} not found in the source of {getattr(obj, '__name__', obj)}")
-    end = begin
-    if stop is not None:
-        end = next((i for i in range(begin, len(lines)) if stop in lines[i]), None)
-        if end is None:
-            raise ValueError(f"{stop!r} not found after {start!r}")
-    end = min(end + context_after, len(lines) - 1)
+    fn = getattr(fn, "fn", fn)
+    lines, first = inspect.getsourcelines(fn)
     pattern = re.compile(mark) if mark else None
-    out = []
-    for i in range(begin, end + 1):
-        flag = ">" if pattern and pattern.search(lines[i]) else " "
-        out.append(f"{flag}{first + i:4d}  {lines[i].rstrip()}")
-    return "\n".join(out)
+    return "\n".join(f"{'>' if pattern and pattern.search(line) else ' '}{first + i:4d}  {line.rstrip()}"
+                     for i, line in enumerate(lines))

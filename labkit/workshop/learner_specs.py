@@ -12,7 +12,6 @@ wrote, its contents before and after the learner's function and what it returned
 
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 import torch
@@ -31,17 +30,6 @@ def _run_learner(spec, name: str, buffer: torch.Tensor, fn: Callable, *args) -> 
     refuse_unsafe(after, spec.max_num_reqs)
 
 
-def _copy_with_learner_fill(spec, copy_live_rows: Callable, slots, *rest) -> int:
-    """The kit's input copy, with idx_mapping written by the learner's fill instead."""
-    stale = spec.idx_mapping.clone()
-    num_reqs = copy_live_rows(slots, *rest)
-    spec.idx_mapping.copy_(stale)  # exactly as earlier steps left it: the learner writes all of it
-    # The learner gets what the exercise promises: int32 slots on the buffer's device.
-    live = torch.as_tensor(slots, device=spec.device).to(spec.idx_mapping.dtype).clone()
-    _run_learner(spec, "idx_mapping", spec.idx_mapping, spec.fill, spec.idx_mapping, live)
-    return num_reqs
-
-
 class LearnerSpeculator(Speculator):
     """The autoregressive drafter; `fill(idx_mapping, slots)` writes the row -> slot mapping each step."""
 
@@ -50,8 +38,10 @@ class LearnerSpeculator(Speculator):
         self.seen: dict[str, tuple] = {}
         super().__init__(draft_model, config, **kwargs)
 
-    def copy_request_inputs(self, slots, *rest, **options) -> int:
-        return _copy_with_learner_fill(self, functools.partial(super().copy_request_inputs, **options), slots, *rest)
+    def copy_idx_mapping(self, slots: torch.Tensor) -> None:
+        # The learner's fill in place of the kit's copy and fill; the buffer is as earlier steps
+        # left it, and `slots` what the exercise promises (int32 slots on the buffer's device).
+        _run_learner(self, "idx_mapping", self.idx_mapping, self.fill, self.idx_mapping, slots.clone())
 
 
 class LearnerDFlashSpeculator(DFlashSpeculator):
@@ -64,10 +54,11 @@ class LearnerDFlashSpeculator(DFlashSpeculator):
         self.seen: dict[str, tuple] = {}
         super().__init__(draft_model, config, **kwargs)
 
-    def copy_request_inputs(self, slots, *rest, **options) -> int:
+    def copy_idx_mapping(self, slots: torch.Tensor) -> None:
         if self.fill is None:
-            return super().copy_request_inputs(slots, *rest, **options)
-        return _copy_with_learner_fill(self, functools.partial(super().copy_request_inputs, **options), slots, *rest)
+            super().copy_idx_mapping(slots)
+        else:
+            _run_learner(self, "idx_mapping", self.idx_mapping, self.fill, self.idx_mapping, slots.clone())
 
     def _prepare_sample_rows(self, num_reqs: int) -> None:
         stale = self.sample_idx_mapping.clone()

@@ -1,0 +1,76 @@
+"""Fast math for the compiled sampling kernel: the same tokens, fewer instructions per element.
+
+On a GPU the Gumbel sampling kernel pays, per vocabulary element, a 32-bit hash, two logs and a
+division, as well as its bytes. These helpers make that arithmetic cheaper where it cannot change
+the answer that matters. Levels (the kernel's ``FAST_MATH``, chosen by
+:func:`labkit.kernels.gumbel_tuning.launch_config`):
+
+    0  libdevice logf for both logs of -log(-log(u)), a division per element (the interpreter's
+       level, and the torch reference's arithmetic bit for bit)
+    1  the outer log on the hardware lg2 unit (MUFU), a reciprocal per program
+    2  as 1, and the inner log without libdevice's special cases (the same values for u >= 2**-24)
+
+Levels 1 and 2 use inline PTX and bit casts, which Triton's interpreter cannot run. What they buy
+on an H200 is recorded in the ``sweep`` and ``kernel`` sections of labkit/data/gpu/h200.json.
+"""
+
+from __future__ import annotations
+
+from labkit.kernels.noise import uniform
+from labkit.kernels.triton_import import tl, triton
+
+
+@triton.jit
+def divide_by_temperature(logits, temp, FAST_MATH: tl.constexpr):
+    """logits / temp. Fast: one correctly rounded reciprocal per program and a multiply per element,
+    within 1.5 ulp of the division (the compiled `/` is itself a 2-ulp division)."""
+    if FAST_MATH:
+        return logits * tl.math.div_rn(1.0, temp)
+    return logits / temp
+
+
+@triton.jit
+def gumbel(key, index, FAST_MATH: tl.constexpr):
+    """Gumbel noise -log(-log(u)) per element of `index`, u = uniform(key, index).
+
+    E = -log(u) must be accurate *relative* to E: the largest Gumbel values (the likely winners)
+    come from u near 1, where E is tiny. So the inner log stays an accurate one at every level;
+    only the outer log may be the fast hardware one."""
+    if FAST_MATH >= 2:
+        expo = -log_unit_interval(uniform(key, index))
+    else:
+        expo = -tl.log(uniform(key, index))
+    if FAST_MATH >= 1:
+        return -0.6931471805599453 * lg2_approx(expo)  # ln 2: log(x) = ln 2 * lg2(x)
+    return -tl.log(expo)
+
+
+@triton.jit
+def lg2_approx(x):
+    # One MUFU.LG2 instruction. Its absolute error is about 2**-22 near x = 1, so it serves only
+    # where an absolute error that small is harmless (the outer log of the Gumbel transform).
+    return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x],
+                                     dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def log_unit_interval(u):
+    """log(u) for normal floats u in (0, 1]: libdevice's logf without its special cases.
+
+    The same range reduction, polynomial and fused multiply-adds as `__nv_logf`, so the value is
+    the same for every input the noise can produce (u >= 2**-24: no zero, denormal, negative, inf
+    or NaN to handle). Dropping those checks saves about a third of the function's instructions.
+    """
+    bits = u.to(tl.int32, bitcast=True)
+    e_bits = (bits - 0x3F2AAAAB) & -8388608  # 0xFF800000: the exponent of u / (2/3 .. 4/3)
+    t = (bits - e_bits).to(tl.float32, bitcast=True) - 1.0
+    p = tl.fma(t, -0.13018856942653656, 0.14084610342979431)
+    p = tl.fma(t, p, -0.12148627638816834)
+    p = tl.fma(t, p, 0.13980610668659210)
+    p = tl.fma(t, p, -0.16684235632419586)
+    p = tl.fma(t, p, 0.20012299716472626)
+    p = tl.fma(t, p, -0.24999669194221497)
+    p = tl.fma(t, p, 0.33333182334899902)
+    p = tl.fma(t, p, -0.5)
+    r = tl.fma(t, t * p, t)
+    return tl.fma(e_bits.to(tl.float32) * 1.1920928955078125e-07, 0.69314718246459961, r)
