@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from labkit import backends
+from labkit.errors import LabkitInputError
 from labkit.gpu import cli
 from labkit.gpu.records import RECORD_NAME, add_command, read_record, write_record
 from labkit.gpu.sanitizer import parse_memcheck
@@ -413,7 +414,8 @@ def test_launch_config_keeps_the_interpreters_teaching_configuration():
     from labkit.kernels.gumbel_tuning import SINGLE_PASS, launch_config
 
     assert launch_config(7, 2049, interpreted=True) == dict(block_v=1024, num_warps=4, fast_math=0,
-                                                            single_pass=SINGLE_PASS)
+                                                            single_pass=False)
+    assert launch_config(512, 151936, interpreted=False)["single_pass"] == SINGLE_PASS
     big = launch_config(512, 151936, interpreted=False)
     assert big["block_v"] >= 1024 and big["fast_math"] >= 1
     small = launch_config(1, 151936, interpreted=False)
@@ -434,8 +436,7 @@ def test_torch_hash_port_draws_the_kernels_tokens_and_stores_its_q():
         state.idx_mapping, state.temperature, state.seeds, state.positions, state.draft_logits)
     q_port = q.clone()
     tokens = gumbel_sample(logits, SamplingState(slots, temperature, seeds, positions, q), draft_step=1, fast_math=0)
-    port = hash_port_sample(logits, slots, temperature, seeds, positions, q_port, 1,
-                            torch.arange(32000, device=DEVICE))
+    port = hash_port_sample(logits, state.with_q(q_port), draft_step=1, vocab_index=torch.arange(32000, device=DEVICE))
     assert torch.equal(tokens, port)
     live = slots.long()
     torch.testing.assert_close(q_port[live, 1], q[live, 1], rtol=1e-6, atol=0)
@@ -446,6 +447,7 @@ def test_torch_hash_port_draws_the_kernels_tokens_and_stores_its_q():
 @pytest.mark.parametrize("name", ["rand_gumbel", "multinomial"])
 def test_natural_torch_samplers_draw_from_softmax_and_store_q(name):
     from labkit.gpu.torch_samplers import NATURAL_SAMPLERS
+    from labkit.kernels import SamplingState
 
     n, vocab, temp = 1 << 18, 32, 0.7
     g = torch.Generator(device=DEVICE).manual_seed(9)
@@ -453,7 +455,9 @@ def test_natural_torch_samplers_draw_from_softmax_and_store_q(name):
     logits = row.expand(n, vocab).contiguous()
     slots = torch.arange(n, dtype=torch.int32, device=DEVICE)
     q = torch.zeros(n, 1, vocab, device=DEVICE)
-    tokens = NATURAL_SAMPLERS[name](logits, slots, torch.full((n,), temp, device=DEVICE), q, 0)
+    zeros = torch.zeros(n, dtype=torch.int64, device=DEVICE)  # seeds and positions: unused by these samplers
+    state = SamplingState(slots, torch.full((n,), temp, device=DEVICE), zeros, zeros, q)
+    tokens = NATURAL_SAMPLERS[name](logits, state, draft_step=0)
     torch.testing.assert_close(q[:, 0], logits / temp)
     counts = torch.bincount(tokens, minlength=vocab).double()
     expected = torch.softmax(row.double() / temp, dim=0) * n
@@ -658,6 +662,35 @@ def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capt
     _, greedy_eager = run("greedy-eager")
     _, greedy_buggy = run("greedy-graph-buggy")
     assert greedy_buggy.outputs == greedy_eager.outputs
+
+
+@gpu
+@needs_compiled
+@pytest.mark.parametrize("drafter", ["autoregressive", "dflash"])
+@pytest.mark.parametrize("use_graphs", [False, True])
+def test_a_checked_draft_step_from_host_inputs_never_synchronises_with_the_gpu(drafter, use_graphs, gpu_models):
+    """Issue 17, point 3: with the checks on, a draft step whose inputs come from the host (as the
+    engine hands them over) checks them on the host and launches everything without waiting for
+    the GPU. torch's sync debug mode turns any synchronising call inside the step into an error."""
+    from labkit.config import DrafterConfig
+    from labkit.scenario import propose_inputs
+    from labkit.speculator import build_speculator
+
+    config = DrafterConfig(drafter=drafter, k=2 if drafter == "dflash" else 4, max_num_reqs=8,
+                           capture_sizes=(1, 2, 4, 8), use_graphs=use_graphs)
+    spec = build_speculator(gpu_models.draft, config, device=DEVICE, validate=True)
+    inputs = propose_inputs(spec, [5, 0, 3], seed=2)
+    host = (inputs.slots.tolist(), *(t.cpu() for t in inputs[1:]))
+    want = spec.propose(*inputs)  # the same step from inputs on the GPU (compiles, captures)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        got = spec.propose(*host)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(got, want)
+    with pytest.raises(LabkitInputError, match="temperature"):  # and the host-side check still refuses
+        spec.propose(host[0], torch.full_like(host[1], -1.0), *host[2:])
 
 
 # -- records: merging a re-measurement, the stale-slot probe (CPU) ------------------------------------------

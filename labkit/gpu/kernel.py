@@ -27,7 +27,7 @@ import triton.language as tl
 
 from labkit.gpu.summary import fraction_line, fractions, targets_for
 from labkit.gpu.timing import graphed, measure, per_call
-from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample
+from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample, hash_port_tensors
 from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
 from labkit.kernels.gumbel_tuning import launch_config
 from labkit.kernels.sampling_state import SamplingState
@@ -37,7 +37,7 @@ VOCABS = (32000, 128256, 151936)
 COMPILE_ROWS = (1, 8, 64, 256, 512)
 NATURAL_ROWS = (256, 512)
 REAL_VOCAB = 151936
-SWEEP_CONFIGS = ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 8), (8192, 16))
+SWEEP_CONFIGS = ((1024, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 8), (8192, 16))
 SWEEP_SHAPES = ((256, 151936), (512, 151936), (512, 128256), (64, 151936))
 STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the same)
 
@@ -97,10 +97,11 @@ def _whole_call(case):
     return lambda: gumbel_sample(*case, draft_step=STEP, masked=True, validate=False, backend="triton")
 
 
-def _pass_call(case, single_pass: bool):
+def _pass_call(case, single_pass: bool, **tuning):
     """The kernel with the reduction over blocks inside it (single pass: the row's last program) or
     left to torch (an argmax and a gather after it), whichever the default is."""
-    launch, finish = kernel_launcher(*case, draft_step=STEP, masked=True, single_pass=single_pass)
+    tuning.setdefault("draft_step", STEP)
+    launch, finish = kernel_launcher(*case, masked=True, single_pass=single_pass, **tuning)
 
     def call():
         launch()
@@ -110,16 +111,15 @@ def _pass_call(case, single_pass: bool):
 
 
 def _hash_port_call(case, vocab_index):
-    logits, s = case
-    return lambda: hash_port_sample(logits, s.idx_mapping, s.temperature, s.seeds, s.positions, s.draft_logits, STEP,
-                                    vocab_index)
+    logits, state = case
+    return lambda: hash_port_sample(logits, state, draft_step=STEP, vocab_index=vocab_index)
 
 
 class _CompiledHashPort:
     """torch.compile of the hash port, compiled once (dynamic shapes) and timed where asked."""
 
     def __init__(self):
-        self.fn = torch.compile(hash_port_sample, dynamic=True)
+        self.fn = torch.compile(hash_port_tensors, dynamic=True)
         self.first_call_s: float | None = None
 
     def timings(self, case, vocab_index) -> dict:
@@ -140,8 +140,10 @@ class _CompiledHashPort:
 
 def _kernel_entry(rows: int, vocab: int, vocab_index, compiled: _CompiledHashPort | None) -> dict:
     case = kernel_case(rows, vocab)
-    unmasked, _ = kernel_launcher(*case, draft_step=STEP, masked=False)
-    masked, _ = kernel_launcher(*case, draft_step=STEP, masked=True)
+    # "The kernel alone" is its pass over the vocabulary, without the reduction over blocks (which
+    # the whole call adds, in the kernel or after it): the part a same-bytes copy bounds.
+    unmasked, _ = kernel_launcher(*case, draft_step=STEP, masked=False, single_pass=False)
+    masked, _ = kernel_launcher(*case, draft_step=STEP, masked=True, single_pass=False)
     call, plain = _whole_call(case), _hash_port_call(case, vocab_index)
     # Each variant as a graph holding one call, L2 flushed before each replay: GPU time of a cold
     # call, without Python's launch overhead (which dwarfs small launches).
@@ -216,7 +218,7 @@ def _natural_calls(case, vocab) -> dict:
     logits, s = case
     calls = {"kernel": _whole_call(case), "hash_port": _hash_port_call(case, torch.arange(vocab, device="cuda"))}
     for name, sampler in NATURAL_SAMPLERS.items():
-        calls[name] = functools.partial(sampler, logits, s.idx_mapping, s.temperature, s.draft_logits, STEP)
+        calls[name] = functools.partial(sampler, logits, s, draft_step=STEP)
     return calls
 
 
@@ -275,18 +277,24 @@ def peak_copy_bandwidth(n_bytes: int = 2 * 2**30) -> dict:
 
 
 def _sweep_variants(case, block_v: int, warps: int) -> dict:
+    """The kernel's pass (fast-math levels, and two floors) and the whole call in one and two passes,
+    each a CUDA graph holding one call."""
     logits, s = case
     cfg = dict(draft_step=STEP, block_v=block_v, num_warps=warps)
-    fns = {f"fast{fm}": kernel_launcher(*case, fast_math=fm, **cfg)[0] for fm in (0, 1, 2)}
+    kernel = functools.partial(kernel_launcher, single_pass=False, **cfg)
+    fns = {f"fast{fm}": kernel(*case, fast_math=fm)[0] for fm in (0, 1, 2)}
     # Greedy rows: no hash and no logs; no q store: the memory-only floor of the kernel's structure.
-    fns["greedy"] = kernel_launcher(logits, replace(s, temperature=torch.zeros_like(s.temperature)), **cfg)[0]
-    fns["no_store"] = kernel_launcher(logits, s.with_q(None), **cfg)[0]
-    return fns
+    fns["greedy"] = kernel(logits, replace(s, temperature=torch.zeros_like(s.temperature)))[0]
+    fns["no_store"] = kernel(logits, s.with_q(None))[0]
+    for name, single in (("call_two_pass", False), ("call_single_pass", True)):
+        fns[name] = _pass_call(case, single, **cfg)
+    return {name: graphed(fn, 1) for name, fn in fns.items()}
 
 
 def bench_sweep(shapes=SWEEP_SHAPES, configs=SWEEP_CONFIGS, log=print) -> dict:
     """What bounds the kernel: fast-math level x block size x warps, plus stripped-down variants
-    (greedy rows: no hash and no logs; no q store) that show the memory-only floor of its structure."""
+    (greedy rows: no hash and no logs; no q store) that show the memory-only floor of its structure,
+    and the whole call per configuration in one and in two passes (what chose the defaults)."""
     out = []
     for rows, vocab in shapes:
         case = kernel_case(rows, vocab)

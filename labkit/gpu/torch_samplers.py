@@ -1,6 +1,7 @@
 """The drafter's sampling step written in plain torch, to compare the Triton kernel with.
 
-Each sampler does the kernel's job: scale the rows by their slot's temperature, store them into
+Each sampler takes the logits and the kernel's :class:`~labkit.kernels.sampling_state.SamplingState`
+and does the kernel's job: scale the rows by their slot's temperature, store them into
 ``q[slot, step]`` (the draft distribution), and draw one token per row from softmax(logits / T).
 
     hash_port_sample      the kit's own counter-based noise (labkit.kernels.noise), ported to torch:
@@ -19,32 +20,40 @@ from __future__ import annotations
 import torch
 
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key_torch
+from labkit.kernels.sampling_state import SamplingState
 
 
-def _scale_and_store(logits, slots, temperature, q, step):
-    slots = slots.long()
-    scaled = logits / temperature[slots][:, None]
-    q[slots, step] = scaled
+def _scale_and_store(logits, state: SamplingState, step):
+    slots = state.idx_mapping[: logits.shape[0]].long()
+    scaled = logits / state.temperature[slots][:, None]
+    state.draft_logits[slots, step] = scaled
     return slots, scaled
 
 
-def hash_port_sample(logits, slots, temperature, seeds, positions, q, step, vocab_index):
+def hash_port_sample(logits, state: SamplingState, *, draft_step: int, vocab_index: torch.Tensor):
     """The kit's noise in torch: every stage is its own kernel and its own pass over memory."""
-    slots, scaled = _scale_and_store(logits, slots, temperature, q, step)
-    key = row_key_torch(seeds[slots], positions, SALT_DRAFT)
+    return hash_port_tensors(logits, state.idx_mapping, state.temperature, state.seeds, state.positions,
+                             state.draft_logits, draft_step, vocab_index)
+
+
+def hash_port_tensors(logits, idx_mapping, temperature, seeds, positions, q, step, vocab_index):
+    """:func:`hash_port_sample` on plain tensors: the form torch.compile traces (dynamic shapes)."""
+    state = SamplingState(idx_mapping, temperature, seeds, positions, q)
+    slots, scaled = _scale_and_store(logits, state, step)
+    key = row_key_torch(seeds[slots], positions[: logits.shape[0]], SALT_DRAFT)
     return (scaled + gumbel_torch(key[:, None], vocab_index[None, :])).argmax(dim=1)
 
 
-def rand_gumbel_sample(logits, slots, temperature, q, step):
+def rand_gumbel_sample(logits, state: SamplingState, *, draft_step: int):
     """argmax(logits / T - log(-log(u))), u ~ U[0, 1) from torch.rand (u = 0 gives -inf: never drawn)."""
-    _, scaled = _scale_and_store(logits, slots, temperature, q, step)
+    _, scaled = _scale_and_store(logits, state, draft_step)
     u = torch.rand_like(scaled)
     return (scaled - torch.log(-torch.log(u))).argmax(dim=1)
 
 
-def multinomial_sample(logits, slots, temperature, q, step):
+def multinomial_sample(logits, state: SamplingState, *, draft_step: int):
     """One draw per row from softmax(logits / T) by torch.multinomial."""
-    _, scaled = _scale_and_store(logits, slots, temperature, q, step)
+    _, scaled = _scale_and_store(logits, state, draft_step)
     return torch.multinomial(torch.softmax(scaled, dim=-1), 1).squeeze(1)
 
 

@@ -22,36 +22,37 @@ DEFAULT_BLOCK_V = 1024
 MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (powers of two)
 
 # On a GPU the kernel is bound by its per-element arithmetic (a 32-bit hash and two logs) as much
-# as by memory, so it wants many elements per thread: the block-wide reductions, the per-row key
-# and the scalar loads are paid once per program. Measured on an H200 (labkit/data/gpu/): see
-# labkit/gpu/kernel.py (bench_sweep), which records the sweep that chose these.
-GPU_BLOCK_V = 4096
-GPU_NUM_WARPS = 8
+# as by memory: each program's loads, arithmetic and stores must overlap with other programs'. Blocks
+# of 2048 with 4 warps (16 elements per thread) did that best in the issue-17 measurements on an H200,
+# against the earlier 4096 with 8 warps, for the kernel alone and for the whole call; the ``sweep``
+# section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep) records every block size
+# and warp count, with the whole call in one and in two passes.
+GPU_BLOCK_V = 2048
+GPU_NUM_WARPS = 4
 # The fast-math level of compiled kernels (levels: labkit/kernels/fast_math.py; the interpreter
 # always runs level 0).
 GPU_FAST_MATH = 2
-# The reduction over a row's blocks: after the kernel, in torch (False: an argmax and a gather, two
-# more launches), or in the kernel by the row's last program (True: one launch). The same tokens
-# either way. Measured on an H200 (issue 17; labkit/data/gpu/h200.json, section kernel, at vocab
-# 128256 and 151936): the single pass makes the whole call faster up to 128 rows (0.63-0.77 of a
-# same-bytes copy against 0.42-0.73; 64 rows: 0.74-0.75 against 0.65-0.66) and no faster from 256
-# rows (0.79-0.81 against 0.77-0.82: its counting slows the kernel as much as it saves), short of
-# the issue's targets either way (0.80 at 64 rows, 0.88 at 256-512), so the default stays two passes.
-SINGLE_PASS = False
+# The reduction over a row's blocks, compiled: in the kernel, by the row's last program to finish
+# (True: one launch), or after it in torch (False: an argmax and a gather, two more launches). The
+# same tokens either way. The single pass costs the kernel its counting (an atomic per program) and
+# saves the two launches, which weigh most at few rows; in the ``kernel`` section of the record
+# (single_pass_call against two_pass_call) it is the faster whole call at the sizes issue 17 targets.
+# The interpreter keeps two passes: the lesson kernel without the counting.
+SINGLE_PASS = True
 
 
 def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None) -> dict:
     """Block size, warps, fast-math level and reduction the launcher picks for a launch of this shape.
 
     In the interpreter (and for the torch backend's reference semantics) the kernel keeps its
-    teaching configuration: blocks of 1024, exact libdevice math. Compiled, it takes big blocks
+    teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it takes big blocks
     unless that would leave most of the GPU idle (few rows, small vocabularies).
     """
     if interpreted is None:
         interpreted = _backend.KERNELS_INTERPRETED
     pow2 = max(MIN_BLOCK_V, 1 << max(0, (vocab - 1).bit_length()))
     if interpreted:
-        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=SINGLE_PASS)
+        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=False)
     block_v = min(GPU_BLOCK_V, pow2)
     # Fewer, bigger programs only pay off when they still fill the machine.
     while block_v > DEFAULT_BLOCK_V and num_rows * -(-vocab // block_v) < 264:
