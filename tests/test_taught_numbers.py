@@ -196,3 +196,21 @@ def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
     record["commands"]["make test (fresh clone)"]["ok"] = False
     assert "(FAILED)" in taught.render_make_test(record)
     assert "No fresh-clone run" in taught.render_make_test({"commands": {}})
+
+
+def test_the_compiled_default_gives_the_sweeps_fastest_whole_call_within_a_point(gpu):
+    """Notebook 08 says so: per swept shape, the default configuration's whole call (in the default
+    pass mode) is within 0.01 of the copy's speed of the fastest whole call of any configuration."""
+    from labkit.kernels.gumbel_tuning import GPU_BLOCK_V, GPU_NUM_WARPS, SINGLE_PASS
+
+    default_call = "call_single_pass" if SINGLE_PASS else "call_two_pass"
+    shapes = {}
+    for c in gpu["sweep"]["configs"]:
+        calls = {k: c["copy_ms"] / v for k, v in c["ms"].items() if k.startswith("call_")}
+        entry = shapes.setdefault((c["rows"], c["vocab"]), {"best": 0.0})
+        entry["best"] = max(entry["best"], *calls.values())
+        if (c["block_v"], c["num_warps"]) == (GPU_BLOCK_V, GPU_NUM_WARPS):
+            entry["default"] = calls[default_call]
+    assert shapes and all("default" in e for e in shapes.values()), "the sweep measures the default everywhere"
+    for shape, e in shapes.items():
+        assert e["best"] - e["default"] <= 0.01, (shape, e)
