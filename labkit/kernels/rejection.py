@@ -53,7 +53,7 @@ def rejection_sample_kernel(
     mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr,
     accepted_ptr, emit_ptr,  # outputs: [num_reqs, k] int32 and [num_reqs, k + 1] int64
     vocab_size, accept_salt, residual_salt, bonus_salt,
-    NUM_STEPS: tl.constexpr,
+    K: tl.constexpr,  # k, the draft tokens per row
     PROBABILISTIC_DRAFT: tl.constexpr,
     BLOCK_V: tl.constexpr,
     NUM_BLOCKS: tl.constexpr,  # a compile-time loop bound: the interpreters of Triton 3.5/3.6
@@ -69,7 +69,7 @@ def rejection_sample_kernel(
     temp_safe = tl.where(greedy, 1.0, temp)
     t_row = target_ptr + row * t_stride_row + j * t_stride_step
     m_p, s_p = _softmax_stats(t_row, vocab_size, temp_safe, BLOCK_V, NUM_BLOCKS)
-    if j < NUM_STEPS:
+    if j < K:
         x = tl.load(draft_tokens_ptr + row * dt_stride + j)
         p_x = tl.exp(tl.load(t_row + x) / temp_safe - m_p) / s_p
         q_row = q_ptr + slot.to(tl.int64) * q_stride_slot + j * q_stride_step
@@ -116,8 +116,8 @@ def rejection_sample_kernel(
         else:
             accept = u * q_x < p_x
             emit = tl.where(tl.max(res_val, axis=0) > float("-inf"), residual_choice, target_choice)
-        tl.store(accepted_ptr + row * NUM_STEPS + j, accept.to(tl.int32))
-        tl.store(emit_ptr + row * (NUM_STEPS + 1) + j, emit.to(tl.int64))
+        tl.store(accepted_ptr + row * K + j, accept.to(tl.int32))
+        tl.store(emit_ptr + row * (K + 1) + j, emit.to(tl.int64))
     else:
         key = row_key(seed, pos, bonus_salt)
         p_val = tl.full([BLOCK_V], float("-inf"), tl.float32)
@@ -130,7 +130,7 @@ def rejection_sample_kernel(
             better = score > p_val
             p_idx = tl.where(better, offs, p_idx)
             p_val = tl.where(better, score, p_val)
-        tl.store(emit_ptr + row * (NUM_STEPS + 1) + j, _first_argmax(p_val, p_idx).to(tl.int64))
+        tl.store(emit_ptr + row * (K + 1) + j, _first_argmax(p_val, p_idx).to(tl.int64))
 
 
 # The kernel's helpers.
@@ -278,7 +278,7 @@ def rejection_sample(
             draft_tokens, draft_tokens.stride(0),
             packed.idx_mapping, packed.temperature, packed.seeds, packed.positions,
             accepted, emit, vocab, SALT_ACCEPT, SALT_RESIDUAL, SALT_BONUS,
-            NUM_STEPS=k, PROBABILISTIC_DRAFT=draft_logits is not None,
+            K=k, PROBABILISTIC_DRAFT=draft_logits is not None,
             BLOCK_V=block_v, NUM_BLOCKS=triton.cdiv(vocab, block_v),
         )
     return combine_verdicts(draft_tokens, accepted.bool(), emit)
