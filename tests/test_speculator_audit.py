@@ -204,3 +204,22 @@ def test_a_failure_that_comes_and_goes_is_named_not_shrunk(models, monkeypatch):
     monkeypatch.setattr(module, "audit_speculator", race)
     with pytest.raises(RuntimeError, match=r"failed on a batch once and passed on it when run again.*comes and goes"):
         smallest_failing_batch("graph-buggy", models=models, max_examples=5)
+
+
+def test_with_compiled_kernels_the_search_runs_on_the_torch_references_on_the_cpu(models, monkeypatch):
+    """On a GPU (backend 'triton') the search moves to where rows store in order, and finds the CPU's answer."""
+    from labkit import backends
+    from labkit.proofs import speculator_audit as module
+
+    want = smallest_failing_batch("graph-buggy", models=models, max_examples=15)
+    real_audit, seen = module.audit_speculator, []
+
+    def audit(mode, batch, **kwargs):
+        seen.append((backends.backend(), str(next(kwargs["models"].draft.parameters()).device)))
+        return real_audit(mode, batch, **kwargs)
+
+    real_backend = backends.backend
+    monkeypatch.setattr(backends, "backend", lambda: "triton" if real_backend() != "torch" else "torch")
+    monkeypatch.setattr(module, "audit_speculator", audit)
+    assert smallest_failing_batch("graph-buggy", models=models, max_examples=15) == want
+    assert seen and set(seen) == {("torch", "cpu")}

@@ -14,6 +14,7 @@ padded to 8); the step inputs come from :func:`labkit.scenario.propose_inputs`.
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import replace
 from typing import Sequence
 
@@ -150,14 +151,27 @@ def smallest_failing_batch(mode: str, *, max_examples: int = 30, poisons: Sequen
                            max_num_reqs: int = 8, capture_sizes=DEFAULT_CAPTURE_SIZES, **kwargs):
     """The smallest batch (after `hypothesis` shrinks it) on which the audit of `mode` fails, or None.
 
-    kwargs go to :func:`audit_speculator` (k, inputs_seed).
+    kwargs go to :func:`audit_speculator` (k, inputs_seed). With compiled kernels (a GPU) the search
+    runs on the torch references and CPU copies of `models`: there colliding rows race, and a failure
+    that comes and goes cannot be shrunk.
     """
     from hypothesis import HealthCheck, find, settings
     from hypothesis.errors import Flaky, NoSuchExample
 
     from labkit import backends
-    from labkit.models import load_toy_models
+    from labkit.models import ToyModels, load_toy_models
 
+    if backends.backend() == "triton":
+        # Compiled kernels on a GPU race: whether a colliding padded row's values land in a live q
+        # differs from launch to launch, and hypothesis can only shrink a failure that repeats. So
+        # the search runs where rows store in order: the torch references, on CPU copies of the
+        # models (the answer is the CPU lab's).
+        on_cpu = models and ToyModels(models.tokenizer, copy.deepcopy(models.target).cpu(),
+                                      copy.deepcopy(models.draft).cpu())
+        with backends.using_backend("torch"):
+            return smallest_failing_batch(mode, max_examples=max_examples, poisons=poisons,
+                                          models=on_cpu or load_toy_models("cpu"), max_num_reqs=max_num_reqs,
+                                          capture_sizes=capture_sizes, **kwargs)
     models = models or load_toy_models(backends.default_device())
     strategy = batch_compositions(max_num_reqs, capture_sizes, padded_only=False)
     config = settings(max_examples=max_examples, database=None, derandomize=True, deadline=None,
@@ -171,13 +185,8 @@ def smallest_failing_batch(mode: str, *, max_examples: int = 30, poisons: Sequen
         return list(find(strategy, fails, settings=config))
     except NoSuchExample:
         return None
-    except Flaky as err:
-        # Compiled kernels on a GPU race: whether a colliding padded row's values land in a live q
-        # differs from launch to launch, so a batch that failed once may pass when run again, and
-        # hypothesis cannot shrink a failure that does not repeat.
+    except Flaky as err:  # a guard: the backends searched here store rows in order
         raise RuntimeError(
             f"the audit of {mode!r} failed on a batch once and passed on it when run again, on backend "
-            f"{backends.backend()!r}: colliding rows race there, so a failure comes and goes and cannot be "
-            "shrunk. Search on the CPU backends, where rows store in order (LABKIT_BACKEND=interpreter or "
-            "torch, or a machine without a GPU); audit_speculator(mode, batch) still audits one batch here"
+            f"{backends.backend()!r}: a failure that comes and goes cannot be shrunk"
         ) from err
