@@ -20,7 +20,7 @@ from labkit.kernels import (
     rejection_sample,
     rejection_sample_torch,
 )
-from labkit.kernels.noise import row_key_torch, uniform_torch
+from labkit.kernels.noise import GOLDEN, MASK32, MIX_MUL_1, MIX_MUL_2, row_key_torch, uniform_torch
 
 
 @pytest.mark.parametrize("vocab", [31, 1000, 1500, 2049])
@@ -217,11 +217,12 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
 @pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton kernel's reduction (torch has no kernel)")
 @pytest.mark.parametrize("vocab,block_v", [(37, 16), (1000, 64), (4097, 1024)])
 def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_launch(vocab, block_v):
-    """Issue 17, point 1: the row's last program reduces the blocks itself, to the same token as the
-    reduction in torch, ties (the first index of the maximum) and +inf/NaN included; its counters are
-    back at zero after every launch, so the next launch (or graph replay) starts clean."""
+    """Issue 17, point 1: each program folds its block into its row's packed best (an atomic max) and
+    a small launch reads the tokens: the same token as the reduction in torch, ties (the first index
+    of the maximum) and +inf/NaN included; the packed words are empty again after every call, so the
+    next launch (or graph replay) starts clean."""
     from labkit.kernels.gumbel import kernel_launcher
-    from labkit.kernels.gumbel_tuning import row_counters
+    from labkit.kernels.gumbel_tuning import ROW_BEST_EMPTY, row_best_buffer
 
     logits, mapping, temperature, seeds, positions = launch_case(3, 8, vocab, padded=2)
     temperature[mapping[:3].long()] = 0.0  # rows 0-2 greedy: their scores are their logits
@@ -239,7 +240,7 @@ def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_l
             got[single] = finish().cpu()
         assert torch.equal(got[True], got[False]) and torch.equal(got[True], want.cpu()), launch_no
         assert got[True][:3].tolist() == [0, vocab // 2, 5]
-        assert int(row_counters(DEVICE, 8)[:8].abs().sum()) == 0, "every row's counter is back at zero"
+        assert bool((row_best_buffer(DEVICE, 8)[:8] == ROW_BEST_EMPTY).all()), "every row's word is empty again"
 
 
 def test_masked_kernel_skips_padded_rows_entirely():
@@ -332,3 +333,48 @@ def test_noise_is_keyed_by_seed_and_position_not_by_row():
     assert torch.equal(u.flip(0), again)
     assert 0.0 < float(u.min()) and float(u.max()) < 1.0
     assert abs(float(u.mean()) - 0.5) < 0.02
+
+
+def _unmix32(h: torch.Tensor) -> torch.Tensor:
+    """The inverse of lowbias32 (int64 tensors holding uint32 values): which input hashes to h."""
+    h = h ^ (h >> 16)
+    h = (h * pow(MIX_MUL_2, -1, 1 << 32)) & MASK32
+    h = h ^ (h >> 15) ^ (h >> 30)
+    h = (h * pow(MIX_MUL_1, -1, 1 << 32)) & MASK32
+    return h ^ (h >> 16)
+
+
+if KERNEL_BACKEND != "torch":
+    from labkit.kernels.fast_math import log_unit_interval
+    from labkit.kernels.noise import uniform
+    from labkit.kernels.triton_import import tl, triton
+
+    @triton.jit
+    def _uniform_and_log_kernel(key_ptr, u_ptr, log_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        key = tl.load(key_ptr + offs, mask=offs < n, other=0).to(tl.uint32)
+        u = uniform(key, offs * 0)  # index 0: the hash input is the key itself
+        tl.store(u_ptr + offs, u, mask=offs < n)
+        tl.store(log_ptr + offs, log_unit_interval(u), mask=offs < n)
+
+
+@pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton noise (torch has no kernel)")
+def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log():
+    """The kernel turns the hash's top 24 bits into a float without an int-to-float conversion (and
+    the fast log's exponent likewise): every one of the 2**24 values must round exactly as
+    uniform_torch does, and log_unit_interval must stay within 1.5 ulp of the true log of each
+    (libdevice's logf, which it follows, is documented to 1 ulp; a wrong exponent would be off by ln 2).
+    Inverting the hash picks keys whose hash has each top-24-bit value m (low bits varied)."""
+    m = torch.arange(1 << 24, dtype=torch.int64)
+    h = (m << 8) | ((m * 0x9E) & 0xFF)
+    keys = _unmix32(h)
+    assert torch.equal(uniform_torch(keys, torch.zeros_like(keys)), ((m.to(torch.float32) + 0.5) / (1 << 24)).clamp(
+        max=1 - 2.0**-24)), "the inverse hash really gives each m"
+    n, block = keys.numel(), 1 << 16
+    u, log = (torch.empty(n, device=DEVICE) for _ in range(2))
+    _uniform_and_log_kernel[(n // block,)](keys.to(DEVICE), u, log, n, BLOCK=block)
+    want = uniform_torch(keys, torch.zeros_like(keys))
+    assert torch.equal(u.cpu(), want), "uniform differs from uniform_torch"
+    exact = torch.log(want.double())
+    ulp = (torch.nextafter(want.log(), torch.tensor(0.0)) - want.log()).abs().double()  # float32 spacing at the log
+    assert float(((log.cpu().double() - exact).abs() / ulp).max()) <= 1.5

@@ -37,7 +37,7 @@ VOCABS = (32000, 128256, 151936)
 COMPILE_ROWS = (1, 8, 64, 256, 512)
 NATURAL_ROWS = (256, 512)
 REAL_VOCAB = 151936
-SWEEP_CONFIGS = ((1024, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 8), (8192, 16))
+SWEEP_CONFIGS = ((512, 1), (1024, 2), (1024, 4), (2048, 2), (2048, 4), (4096, 4), (4096, 8), (8192, 16))
 SWEEP_SHAPES = ((256, 151936), (512, 151936), (512, 128256), (64, 151936))
 STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the same)
 
@@ -98,8 +98,9 @@ def _whole_call(case):
 
 
 def _pass_call(case, single_pass: bool, **tuning):
-    """The kernel with the reduction over blocks inside it (single pass: the row's last program) or
-    left to torch (an argmax and a gather after it), whichever the default is."""
+    """The kernel with the reduction over blocks folded in as it goes (single pass: an atomic max per
+    program, then a small launch that reads the tokens) or left to torch (an argmax and a gather after
+    it), whichever the default is."""
     tuning.setdefault("draft_step", STEP)
     launch, finish = kernel_launcher(*case, masked=True, single_pass=single_pass, **tuning)
 

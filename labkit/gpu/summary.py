@@ -52,7 +52,7 @@ def fraction_line(entry: dict) -> str:
         line += (f"; of the same-grid Triton copy: kernel {f['kernel_of_triton_copy']:.2f}, "
                  f"call {f['call_of_triton_copy']:.2f}")
     if "single_pass_call_of_copy" in f:
-        line += (f"; call with the reduction in the kernel (single pass) {f['single_pass_call_of_copy']:.2f}, "
+        line += (f"; call with the reduction folded in (single pass) {f['single_pass_call_of_copy']:.2f}, "
                  f"in torch (two passes) {f['two_pass_call_of_copy']:.2f}")
     return line + f"; masked/unmasked {beside(f['mask_ratio'], 'mask_ratio_at_most', '<=')}"
 

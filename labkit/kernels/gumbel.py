@@ -8,8 +8,8 @@ One program per (batch row, vocab block). A program
    `draft_logits[slot, step, block]` -- this is q, the draft distribution the rejection sampler
    will verify against,
 4. adds Gumbel noise keyed by (seed, position, vocab index) and writes the block's max and argmax;
-   a reduction over blocks (in torch, or with `single_pass` by the row's last program) picks the
-   token. argmax(logits / T + Gumbel) is an exact sample from softmax(logits / T).
+   a reduction over blocks (in torch, or with `single_pass` an atomic max per program into its
+   row's best) picks the token. argmax(logits / T + Gumbel) is an exact sample from softmax(logits / T).
 
 Under a padded CUDA graph the grid has `num_reqs_padded` rows. Rows past `num_reqs` read whatever
 the mapping buffer holds there. Before the fix that was a stale slot, often one that a live row
@@ -40,7 +40,8 @@ from labkit.checks import check_backend
 from labkit.errors import padded_slot_error
 from labkit.kernels.fast_math import divide_by_temperature, gumbel
 from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_state, check_switches, check_values
-from labkit.kernels.gumbel_tuning import check_tuning, last_program_reduces, resolve_config, row_counters
+from labkit.kernels.gumbel_tuning import (block_argmax, check_tuning, fold_into_row_best, resolve_config,
+                                          row_best_buffer, row_best_to_tokens_kernel)
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key, row_key_torch
 from labkit.kernels.sampling_state import SamplingState
 from labkit.kernels.triton_import import tl, triton
@@ -53,7 +54,7 @@ def gumbel_sample_kernel(
     temperature_ptr, seeds_ptr,  # [max_num_reqs], slot-indexed
     pos_ptr,  # [num_rows] int64, row-indexed
     q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed
-    block_max_ptr, block_idx_ptr, num_blocks, counter_ptr, token_ptr,  # partials [num_rows, num_blocks]; [num_rows]
+    block_max_ptr, block_idx_ptr, num_blocks, row_best_ptr,  # partials [num_rows, num_blocks]; [num_rows]
     writer_ptr, writes_ptr, trace_stride_slot,  # [max_num_reqs, k] int32 write trace
     vocab_size, draft_step, salt,
     BLOCK_V: tl.constexpr,
@@ -62,7 +63,7 @@ def gumbel_sample_kernel(
     MASK_PADDING: tl.constexpr,
     EARLY_EXIT: tl.constexpr,
     TRACE: tl.constexpr,
-    FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0, MAX_BLOCKS: tl.constexpr = 1,
+    FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0,
 ):
     row = tl.program_id(0)
     blk = tl.program_id(1)
@@ -73,8 +74,7 @@ def gumbel_sample_kernel(
     if EARLY_EXIT and slot < 0:
         # A padded row's result is discarded: skip its memory traffic entirely, and leave a -inf
         # partial so the reduction still has a defined (unused) answer.
-        tl.store(block_max_ptr + row * num_blocks + blk, float("-inf"))
-        tl.store(block_idx_ptr + row * num_blocks + blk, blk * BLOCK_V)
+        best, best_idx = float("-inf"), blk * BLOCK_V
     else:
         # Row bases in int64 (scalar work, once per program); per-element offsets stay int32.
         row_logits = logits_ptr + row.to(tl.int64) * logits_stride
@@ -90,22 +90,19 @@ def gumbel_sample_kernel(
         scores = scaled
         if temp != 0.0:
             scores = scaled + gumbel(row_key(seed, tl.load(pos_ptr + row), salt), offs, FAST_MATH)
-        # A NaN score (NaN logits or temperature) counts as +inf, as in the torch reference, and a
-        # lane past the vocabulary never wins (a negative temperature would turn its -inf into
-        # +inf): whatever the inputs, the token is inside the vocabulary.
-        scores = tl.where(scores != scores, float("inf"), scores)
-        scores = tl.where(in_vocab, scores, float("-inf"))
-        # Max, then the first index holding it: the same answer as tl.argmax (first index of the
-        # maximum) with cheaper per-element work (no (value, index) pair reduction).
-        best = tl.max(scores, axis=0)
-        best_idx = tl.min(tl.where(scores == best, offs, 2147483647), axis=0)
-        tl.store(block_max_ptr + row * num_blocks + blk, best)
-        tl.store(block_idx_ptr + row * num_blocks + blk, best_idx.to(tl.int64))
+        # The block's max and the first index holding it, as torch.argmax picks: a NaN score (NaN
+        # logits or temperature) counts as +inf, as in the torch reference, and a lane past the
+        # vocabulary never wins (a negative temperature would turn its -inf into +inf): whatever
+        # the inputs, the token is inside the vocabulary.
+        best, best_idx = block_argmax(scores, offs, in_vocab, (blk + 1) * BLOCK_V > vocab_size)
         if TRACE and blk == 0:
             record_write(writer_ptr, writes_ptr, trace_stride_slot, slot, step, row, MASK_PADDING)
     if SINGLE_PASS:
-        # No second pass: the row's last program to finish reduces the partials to the token.
-        last_program_reduces(block_max_ptr, block_idx_ptr, counter_ptr, token_ptr, row, num_blocks, MAX_BLOCKS)
+        # No partials: fold this block into the row's best (one atomic); a small launch reads the tokens.
+        fold_into_row_best(row_best_ptr, row, best, best_idx)
+    else:
+        tl.store(block_max_ptr + row * num_blocks + blk, best)
+        tl.store(block_idx_ptr + row * num_blocks + blk, best_idx.to(tl.int64))
 
 
 # The kernel's three slot-indexed accesses. `MASK_PADDING` is the kernel after the fix: a padded row
@@ -243,8 +240,9 @@ def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_r
     Returns ``(launch, finish)``: ``launch()`` runs the kernel (no allocation, no checks),
     ``finish()`` returns the tokens (reducing the partial results if the kernel did not). Benchmarks time
     ``launch`` to count the kernel's own bytes; :func:`gumbel_sample` is both plus the checks.
-    `single_pass` (default :data:`SINGLE_PASS`): the kernel reduces each row's blocks itself, and
-    ``finish()`` only hands its tokens back; False leaves that to ``finish()`` (two torch launches).
+    `single_pass` (default :data:`SINGLE_PASS`): each program folds its block into its row's best
+    (an atomic max), and ``finish()`` launches the small kernel that reads the tokens out; False
+    leaves the partials to ``finish()`` (an argmax and a gather in torch).
     Here only the layout is checked (unit stride along the vocabulary and the 1-D inputs);
     the values are the caller's to vouch for.
     """
@@ -263,20 +261,23 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
     block_v = cfg["block_v"]
     num_blocks = triton.cdiv(vocab, block_v)
     device = logits.device
-    block_max = torch.empty((num_rows, num_blocks), dtype=torch.float32, device=device)
-    block_idx = torch.empty((num_rows, num_blocks), dtype=torch.int64, device=device)
+    # One block per row needs no reduction (its partial is the token); more reduce as they go (single
+    # pass: an atomic max per program, one small launch after) or in torch after the kernel (two
+    # passes: an argmax and a gather over the partials).
+    single_pass = bool(cfg.get("single_pass")) and num_blocks > 1
+    partials = (1, 1) if single_pass else (num_rows, num_blocks)  # the single pass keeps none
+    block_max = torch.empty(partials, dtype=torch.float32, device=device)
+    block_idx = torch.empty(partials, dtype=torch.int64, device=device)
     draft_logits = state.draft_logits
     store_q = draft_logits is not None
     q = draft_logits if store_q else block_max  # a placeholder pointer, never written
     q_strides = (draft_logits.stride(0), draft_logits.stride(1)) if store_q else (0, 0)
     writer = trace.writer if trace is not None else block_idx
     writes = trace.writes if trace is not None else block_idx
-    # One block per row needs no reduction (its partial is the token); more reduce in the kernel
-    # (single pass) or in torch after it (two passes: an argmax and a gather, two more launches).
-    single_pass = bool(cfg.get("single_pass")) and num_blocks > 1
     tokens = torch.empty(num_rows, dtype=torch.int64, device=device) if single_pass else block_idx
-    counters = row_counters(device, num_rows) if single_pass else block_idx
+    row_best = row_best_buffer(device, num_rows) if single_pass else block_idx
     kernel = gumbel_sample_kernel[(num_rows, num_blocks)]
+    read_tokens = row_best_to_tokens_kernel[(triton.cdiv(num_rows, 256),)]
 
     def launch() -> None:
         if num_rows == 0:
@@ -285,7 +286,7 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             logits, logits.stride(0),
             state.idx_mapping, state.temperature, state.seeds, state.positions,
             q, q_strides[0], q_strides[1],
-            block_max, block_idx, num_blocks, counters, tokens,
+            block_max, block_idx, num_blocks, row_best,
             writer, writes, writer.stride(0),
             vocab, draft_step, SALT_DRAFT,
             BLOCK_V=block_v,
@@ -296,12 +297,13 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             TRACE=trace is not None,
             FAST_MATH=cfg["fast_math"],
             SINGLE_PASS=single_pass,
-            MAX_BLOCKS=max(1, 1 << (num_blocks - 1).bit_length()),
             num_warps=cfg["num_warps"],
         )
 
     def finish() -> torch.Tensor:
         if single_pass:
+            if num_rows:
+                read_tokens(row_best, tokens, num_rows, BLOCK=256, num_warps=4)
             return tokens
         if num_blocks == 1:
             return block_idx[:, 0]

@@ -5,8 +5,9 @@ levels): it is what makes :func:`labkit.kernels.gumbel.gumbel_sample_kernel` fas
 out of the kernel's file so that the kernel reads as the lesson. In the interpreter the kernel
 keeps its teaching configuration: blocks of 1024 and exact libdevice math.
 
-The single-pass reduction lives here too: the row's last program to finish reduces the block
-partials, instead of two torch launches after the kernel. Both give the same tokens.
+The reductions live here too: within a block (:func:`block_argmax`, NaN and the vocabulary's end
+handled off the per-element path) and over a row's blocks (the single pass: a packed atomic max per
+program and one small launch after, instead of torch's argmax and gather). The same tokens either way.
 """
 
 from __future__ import annotations
@@ -23,21 +24,21 @@ MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (po
 
 # On a GPU the kernel is bound by its per-element arithmetic (a 32-bit hash and two logs) as much
 # as by memory: each program's loads, arithmetic and stores must overlap with other programs'. Blocks
-# of 2048 with 4 warps (16 elements per thread) did that best in the issue-17 measurements on an H200,
-# against the earlier 4096 with 8 warps, for the kernel alone and for the whole call; the ``sweep``
-# section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep) records every block size
-# and warp count, with the whole call in one and in two passes.
-GPU_BLOCK_V = 2048
-GPU_NUM_WARPS = 4
+# of 1024 with 2 warps (16 elements per thread, small programs that pack many to an SM) did that best
+# in the issue-17 measurements on an H200, against 2048 with 4 warps and the earlier 4096 with 8,
+# for the kernel alone and for the whole call; the ``sweep`` section of labkit/data/gpu/h200.json
+# (labkit/gpu/kernel.py, bench_sweep) records every block size and warp count, with the whole call
+# in one and in two passes.
+GPU_BLOCK_V = 1024
+GPU_NUM_WARPS = 2
 # The fast-math level of compiled kernels (levels: labkit/kernels/fast_math.py; the interpreter
 # always runs level 0).
 GPU_FAST_MATH = 2
-# The reduction over a row's blocks, compiled: in the kernel, by the row's last program to finish
-# (True: one launch), or after it in torch (False: an argmax and a gather, two more launches). The
-# same tokens either way. The single pass costs the kernel its counting (an atomic per program) and
-# saves the two launches, which weigh most at few rows; in the ``kernel`` section of the record
-# (single_pass_call against two_pass_call) it is the faster whole call at the sizes issue 17 targets.
-# The interpreter keeps two passes: the lesson kernel without the counting.
+# The reduction over a row's blocks, compiled: folded in by each program (True: a packed atomic max,
+# then one small launch for the tokens), or after the kernel in torch (False: an argmax and a gather
+# over the partials). The same tokens either way. In the ``kernel`` section of the record
+# (single_pass_call against two_pass_call) the single pass is the faster whole call at every size
+# issue 17 targets. The interpreter keeps two passes: the lesson's partials, readable in torch.
 SINGLE_PASS = True
 
 
@@ -45,8 +46,9 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     """Block size, warps, fast-math level and reduction the launcher picks for a launch of this shape.
 
     In the interpreter (and for the torch backend's reference semantics) the kernel keeps its
-    teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it takes big blocks
-    unless that would leave most of the GPU idle (few rows, small vocabularies).
+    teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it
+    takes :data:`GPU_BLOCK_V` (or the vocabulary's power of two, if smaller), fast math and the single
+    pass. `num_rows` does not change the choice today: small blocks fill the GPU at every row count.
     """
     if interpreted is None:
         interpreted = _backend.KERNELS_INTERPRETED
@@ -54,11 +56,13 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     if interpreted:
         return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=False)
     block_v = min(GPU_BLOCK_V, pow2)
-    # Fewer, bigger programs only pay off when they still fill the machine.
-    while block_v > DEFAULT_BLOCK_V and num_rows * -(-vocab // block_v) < 264:
-        block_v //= 2
-    num_warps = max(1, min(GPU_NUM_WARPS, block_v // 256))
-    return dict(block_v=block_v, num_warps=num_warps, fast_math=GPU_FAST_MATH, single_pass=SINGLE_PASS)
+    return dict(block_v=block_v, num_warps=min(GPU_NUM_WARPS, warps_for(block_v)), fast_math=GPU_FAST_MATH,
+                single_pass=SINGLE_PASS)
+
+
+def warps_for(block_v: int) -> int:
+    """Warps for a block: 16 elements per thread (what the sweep found best at every block size)."""
+    return max(1, min(16, block_v // 512))
 
 
 def check_tuning(block_v, num_warps, fast_math) -> None:
@@ -79,7 +83,7 @@ def resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None
     if block_v is not None:
         cfg["block_v"] = int(block_v)
         if num_warps is None:
-            cfg["num_warps"] = max(1, min(GPU_NUM_WARPS, block_v // 256))
+            cfg["num_warps"] = warps_for(block_v)
     if num_warps is not None:
         cfg["num_warps"] = int(num_warps)
     if fast_math is not None:
@@ -91,44 +95,77 @@ def resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None
 
 
 @triton.jit
-def last_program_reduces(block_max_ptr, block_idx_ptr, counter_ptr, token_ptr, row, num_blocks,
-                         MAX_BLOCKS: tl.constexpr):
-    """The reduction over a row's blocks, done by the row's last program to finish (one pass).
-
-    Every program has stored its block's (max, first index of the max); an atomic counts them,
-    with release/acquire order, so the program that counts last sees all of its row's partials.
-    It takes the largest max and, among equal ones, the smallest index -- the first index of the
-    row's maximum, as torch.argmax and the two-pass reduction pick -- and sets the counter back
-    to 0 for the next launch (a CUDA graph replays with the same counters)."""
-    tl.debug_barrier()  # this program's partial stores are issued before it counts itself done
-    done = tl.atomic_add(counter_ptr + row, 1, sem="acq_rel")
-    if done == num_blocks - 1:
-        blocks = tl.arange(0, MAX_BLOCKS)
-        valid = blocks < num_blocks
-        part = row * num_blocks + blocks
-        maxes = tl.load(block_max_ptr + part, mask=valid, other=float("-inf"), cache_modifier=".cg")
-        idxs = tl.load(block_idx_ptr + part, mask=valid, other=0, cache_modifier=".cg")
-        best = tl.max(maxes, axis=0)
-        tl.store(token_ptr + row, tl.min(tl.where(valid & (maxes == best), idxs, 1 << 62), axis=0))
-        tl.store(counter_ptr + row, 0)
+def _max_nan_first(a, b):
+    # NaN-propagating max: one instruction (max.NaN) where the plain max would ignore a NaN.
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
-_ROW_COUNTERS: dict[tuple[str, int | None], list[torch.Tensor]] = {}
+@triton.jit
+def block_argmax(scores, offs, in_vocab, is_tail):
+    """(max, first index of the max) of a block of scores, NaN counting as +inf and lanes past the
+    vocabulary never winning -- the torch reference's argmax -- with the least work per element.
+
+    The plain way pays three selects per element (NaN to +inf, lanes past the vocabulary to -inf, then
+    the index search). Here the max propagates NaN, so a NaN is seen once per block and handled on
+    a scalar branch that almost never runs; and only the row's last block (`is_tail`) masks its lanes
+    past the vocabulary (they loaded -inf, which only a negative temperature could turn into +inf)."""
+    if is_tail:
+        scores = tl.where(in_vocab, scores, float("-inf"))
+    best = tl.reduce(scores, 0, _max_nan_first)
+    if best != best:  # a NaN in the block: NaN and +inf tie, the first of them wins
+        top = (scores != scores) | (scores == float("inf"))
+        best_idx = tl.min(tl.where(top, offs, 2147483647), axis=0)
+        best = float("inf")
+    else:
+        best_idx = tl.min(tl.where(scores == best, offs, 2147483647), axis=0)
+    return best, best_idx
 
 
-def row_counters(device, num_rows: int) -> torch.Tensor:
-    """The single pass's per-row counters on `device` (int32, at least `num_rows`), zero between launches.
+# The single pass: every program folds its block's (max, index) into its row's best with one atomic
+# max on a packed 64-bit word, fire and forget; a tiny second launch turns the words into tokens and
+# resets them. Measured against the row's last program reducing the partials (an acquire/release
+# atomic each program must wait for) and against torch's argmax and gather, on an H200 (issue 17): the
+# packed fold costs the call about 0.01 of the copy's speed where the others cost 0.05-0.08.
+ROW_BEST_EMPTY = -(2**63)  # below every packed (max, index)
 
-    Each launch leaves them at zero (a row's last program resets its counter), so they are made
-    once per device and reused, with no fill launched before each call. Keyed by the device; never
-    freed, because a captured CUDA graph keeps the address it was captured with (a bigger set is
-    added when a launch needs more rows). Launches that run concurrently on several streams of one
-    device would share them: the kit launches on one stream."""
+
+@triton.jit
+def fold_into_row_best(row_best_ptr, row, best, best_idx):
+    """Atomic max of (best, first index) into the row's packed word: the larger score wins, and
+    among equal scores the smaller index (the first index of the row's maximum, as torch.argmax)."""
+    bits = best.to(tl.int32, bitcast=True)
+    ordered = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # int32 order = float order (no NaN here)
+    packed = (ordered.to(tl.int64) << 32) | (2147483647 - best_idx).to(tl.int64)
+    tl.atomic_max(row_best_ptr + row, packed, sem="relaxed")
+
+
+@triton.jit
+def row_best_to_tokens_kernel(row_best_ptr, token_ptr, num_rows, BLOCK: tl.constexpr):
+    """Tokens from the rows' packed words, and the words back to empty for the next launch (a CUDA
+    graph replays with the same buffer)."""
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = rows < num_rows
+    packed = tl.load(row_best_ptr + rows, mask=live, other=0)
+    tl.store(token_ptr + rows, 2147483647 - (packed & 0xFFFFFFFF), mask=live)
+    tl.store(row_best_ptr + rows, tl.full([BLOCK], -9223372036854775807 - 1, tl.int64), mask=live)
+
+
+_ROW_BEST: dict[tuple[str, int | None], list[torch.Tensor]] = {}
+
+
+def row_best_buffer(device, num_rows: int) -> torch.Tensor:
+    """The single pass's packed per-row words on `device` (int64, at least `num_rows`), empty between launches.
+
+    Each call leaves them empty (its second launch resets them), so they are made once per device and
+    reused, with no fill launched before each call. Keyed by the device; never freed, because a
+    captured CUDA graph keeps the address it was captured with (a bigger set is added when a launch
+    needs more rows). Launches that run concurrently on several streams of one device would share
+    them: the kit launches on one stream."""
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    made = _ROW_COUNTERS.setdefault((device.type, device.index), [])
+    made = _ROW_BEST.setdefault((device.type, device.index), [])
     if not made or made[-1].numel() < num_rows:
-        made.append(torch.zeros(max(num_rows, 4096, 2 * (made[-1].numel() if made else 0)), dtype=torch.int32,
-                                device=device))
+        size = max(num_rows, 4096, 2 * (made[-1].numel() if made else 0))
+        made.append(torch.full((size,), ROW_BEST_EMPTY, dtype=torch.int64, device=device))
     return made[-1]
