@@ -20,7 +20,7 @@ from labkit.kernels import (
     rejection_sample,
     rejection_sample_torch,
 )
-from labkit.kernels.noise import GOLDEN, MASK32, MIX_MUL_1, MIX_MUL_2, row_key_torch, uniform_torch
+from labkit.kernels.noise import MASK32, MIX_MUL_1, MIX_MUL_2, row_key_torch, uniform_torch
 
 
 @pytest.mark.parametrize("vocab", [31, 1000, 1500, 2049])

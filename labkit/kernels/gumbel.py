@@ -40,8 +40,14 @@ from labkit.checks import check_backend
 from labkit.errors import padded_slot_error
 from labkit.kernels.fast_math import divide_by_temperature, gumbel
 from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_state, check_switches, check_values
-from labkit.kernels.gumbel_tuning import (block_argmax, check_tuning, fold_into_row_best, resolve_config,
-                                          row_best_buffer, row_best_to_tokens_kernel)
+from labkit.kernels.gumbel_tuning import (
+    block_argmax,
+    check_tuning,
+    fold_into_row_best,
+    resolve_config,
+    row_best_buffer,
+    row_best_to_tokens_kernel,
+)
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key, row_key_torch
 from labkit.kernels.sampling_state import SamplingState
 from labkit.kernels.triton_import import tl, triton
