@@ -214,3 +214,7 @@ def test_the_compiled_default_gives_the_sweeps_fastest_whole_call_within_a_point
     assert shapes and all("default" in e for e in shapes.values()), "the sweep measures the default everywhere"
     for shape, e in shapes.items():
         assert e["best"] - e["default"] <= 0.01, (shape, e)
+    # Tolerance: none. The sentence names the default the code launches.
+    text = " ".join(_markdown("notebooks/08_appendix_kernel_engineering.ipynb").split())
+    one = "one pass" if SINGLE_PASS else "two passes"
+    assert f"(blocks of {GPU_BLOCK_V} entries, {GPU_NUM_WARPS} warps, {one})" in text
