@@ -243,6 +243,24 @@ def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_l
         assert bool((row_best_buffer(DEVICE, 8)[:8] == ROW_BEST_EMPTY).all()), "every row's word is empty again"
 
 
+@pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton kernel's reduction (torch has no kernel)")
+def test_a_single_pass_launch_whose_tokens_nobody_reads_leaves_no_state_for_the_next_call():
+    """The rows' packed words are shared by every launch on the device. A benchmark times launch()
+    alone and never calls finish(): the next call must still get its own tokens, not the words the
+    unread launch left behind (on the H200 such stale words once won rows of a later test)."""
+    from labkit.kernels.gumbel import kernel_launcher
+
+    hot = launch_case(0, 6, 300)
+    hot[0][:] = 40.0  # scores far above the next launch's: stale words would win its rows
+    unread, _ = kernel_launcher(hot[0], SamplingState(*hot[1:]), block_v=64, single_pass=True)
+    unread()
+    logits, mapping, temperature, seeds, positions = launch_case(1, 6, 300)
+    state = SamplingState(mapping, temperature, seeds, positions)
+    launch, finish = kernel_launcher(logits, state, block_v=64, single_pass=True)
+    launch()
+    assert torch.equal(finish().cpu(), gumbel_sample(logits, state, validate=False, backend="torch").cpu())
+
+
 def test_masked_kernel_skips_padded_rows_entirely():
     logits, mapping, temperature, seeds, positions = launch_case(6, 6, 40, padded=3)
     q = torch.full((12, 3, 40), 5.0, device=DEVICE)

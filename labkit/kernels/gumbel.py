@@ -247,8 +247,9 @@ def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_r
     ``finish()`` returns the tokens (reducing the partial results if the kernel did not). Benchmarks time
     ``launch`` to count the kernel's own bytes; :func:`gumbel_sample` is both plus the checks.
     `single_pass` (default :data:`SINGLE_PASS`): each program folds its block into its row's best
-    (an atomic max), and ``finish()`` launches the small kernel that reads the tokens out; False
-    leaves the partials to ``finish()`` (an argmax and a gather in torch).
+    (an atomic max), and ``launch()`` also runs the small kernel that reads the tokens out and empties
+    the rows' words (``finish()`` only hands the tokens back); False leaves the partials to
+    ``finish()`` (an argmax and a gather in torch), and ``launch()`` is the sampling kernel alone.
     Here only the layout is checked (unit stride along the vocabulary and the 1-D inputs);
     the values are the caller's to vouch for.
     """
@@ -305,11 +306,14 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             SINGLE_PASS=single_pass,
             num_warps=cfg["num_warps"],
         )
+        if single_pass:
+            # Part of the launch, not of finish(): the rows' words are shared by every launch on the
+            # device, so a launch must leave them empty even when nobody asks for its tokens (a
+            # benchmark that times launch() alone once left stale words that won the next call's rows).
+            read_tokens(row_best, tokens, num_rows, BLOCK=256, num_warps=4)
 
     def finish() -> torch.Tensor:
         if single_pass:
-            if num_rows:
-                read_tokens(row_best, tokens, num_rows, BLOCK=256, num_warps=4)
             return tokens
         if num_blocks == 1:
             return block_idx[:, 0]
