@@ -122,10 +122,11 @@ def block_argmax(scores, offs, in_vocab, is_tail):
 
 
 # The single pass: every program folds its block's (max, index) into its row's best with one atomic
-# max on a packed 64-bit word, fire and forget; a tiny second launch turns the words into tokens and
-# resets them. Measured against the row's last program reducing the partials (an acquire/release
-# atomic each program must wait for) and against torch's argmax and gather, on an H200 (issue 17): the
-# packed fold costs the call about 0.01 of the copy's speed where the others cost 0.05-0.08.
+# max on a packed 64-bit word, fire and forget (no program waits for another); a tiny second launch,
+# part of every launch, turns the words into tokens and empties them. It replaced the row's last
+# program reducing the partials (an acquire/release atomic each program had to wait for); against
+# torch's argmax and gather, the ``kernel`` section of labkit/data/gpu/h200.json times both
+# (single_pass_call, two_pass_call) beside the kernel alone.
 ROW_BEST_EMPTY = -(2**63)  # below every packed (max, index)
 
 
