@@ -204,14 +204,18 @@ class Speculator:
 
     def _live_slots(self, slots) -> torch.Tensor:
         """The live slots as a tensor of the mapping's dtype where they came from, or a refusal that says why."""
-        t = slots if isinstance(slots, torch.Tensor) else torch.as_tensor(slots)
-        if t.numel() == 0:
-            t = t.to(torch.int64)
-        if t.dim() != 1 or t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
-            raise LabkitInputError(f"slots must be a 1-D list or tensor of integer slot numbers, got "
-                                   f"{t.dtype} of shape {tuple(t.shape)}")
-        check_num_reqs(t.numel(), self.max_num_reqs)
-        values = [int(v) for v in t.tolist()]
+        if isinstance(slots, list) and all(type(v) is int for v in slots):
+            # The engine's form, a list of ints: checked as it is, one tensor made at the end.
+            t, values = None, slots
+        else:
+            t = slots if isinstance(slots, torch.Tensor) else torch.as_tensor(slots)
+            if t.numel() == 0:
+                t = t.to(torch.int64)
+            if t.dim() != 1 or t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+                raise LabkitInputError(f"slots must be a 1-D list or tensor of integer slot numbers, got "
+                                       f"{t.dtype} of shape {tuple(t.shape)}")
+            values = [int(v) for v in t.tolist()]
+        check_num_reqs(len(values), self.max_num_reqs)
         for row, slot in enumerate(values):
             if not 0 <= slot < self.max_num_reqs:
                 raise LabkitInputError(f"live slots must lie in [0, {self.max_num_reqs}); row {row} holds "
@@ -226,6 +230,8 @@ class Speculator:
                     "the corruption that PR #47066 fixes for padded rows"
                 )
             seen[slot] = row
+        if t is None:
+            return torch.tensor(values, dtype=self.idx_mapping.dtype)
         return t.to(dtype=self.idx_mapping.dtype)
 
     def _check_step_inputs(self, num_reqs, temperature, seeds, contexts, positions) -> None:
@@ -251,10 +257,19 @@ class Speculator:
         temperatures >= 0 and not NaN. Checked where the inputs are: on the host, no GPU is read
         (inputs handed over on the GPU cost one read-back, at this public edge); the checks that
         name what is wrong run only when something is."""
-        used = temperature[slots.to(device=temperature.device, dtype=torch.int64)]
-        bad = ((used < 0) | used.isnan()).any()
-        if contexts.numel():
-            bad = bad | ((contexts < 0) | (contexts >= self.vocab_size)).any()
+        if temperature.device.type == "cpu" and contexts.device.type == "cpu":
+            # From the host (the engine's way): two reads and a few comparisons in Python, instead of a
+            # dozen small torch ops, whose dispatch is most of a small draft step's check time.
+            temps = temperature.tolist()
+            bad = not all(temps[s] >= 0 for s in slots.tolist())  # False for NaN too
+            if contexts.numel() and not bad:
+                low, high = torch.aminmax(contexts)
+                bad = int(low) < 0 or int(high) >= self.vocab_size
+        else:  # on the GPU: one read-back, of the combined answer
+            used = temperature[slots.to(device=temperature.device, dtype=torch.int64)]
+            bad = ((used < 0) | used.isnan()).any()
+            if contexts.numel():
+                bad = bad | ((contexts < 0) | (contexts >= self.vocab_size)).any()
         if not bool(bad):
             return
         if contexts.numel() and (int(contexts.min()) < 0 or int(contexts.max()) >= self.vocab_size):
