@@ -129,6 +129,10 @@ def test_notebook_04s_race_prose_matches_the_record(gpu):
     real = next(e for e in race_block_entries(gpu) if e["vocab"] == taught.REAL_VOCAB)
     # Tolerance: none on the block count and size.
     assert "38 blocks of 4096" in text and (real["num_blocks"], real["block_v"]) == (38, 4096)
+    # ... and the block the compiled kernel uses now, named beside it: the code's default.
+    from labkit.kernels.gumbel_tuning import GPU_BLOCK_V
+
+    assert f"compiled, it is {GPU_BLOCK_V} now" in text
     # "a little under half": every recorded run's padded share at 151936 in [35%, 50%).
     from labkit.viz.gpu_records import race_runs
 
