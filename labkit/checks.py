@@ -42,6 +42,15 @@ def same_device(a, b) -> bool:
     return (a.type, a.index or 0) == (b.type, b.index or 0)
 
 
+def resolved_device(device) -> torch.device:
+    """`device` as a torch.device with its index filled in: "cuda" is the current CUDA device, so a
+    cache keyed by it gives "cuda", "cuda:0" and torch.device("cuda") (on device 0) one entry."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def check_same_device(**tensors: torch.Tensor) -> torch.device:
     """All tensors of one launch must live on one device; name the odd one out."""
     devices = {name: t.device for name, t in tensors.items() if t is not None}

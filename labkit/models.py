@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labkit.checks import resolved_device
 from labkit.kernels.rowwise_linear import available_for as rowwise_linear_available
 from labkit.kernels.rowwise_linear import rowwise_linear
 
@@ -274,9 +275,7 @@ def shared_toy_models(device: str | torch.device = "cpu") -> ToyModels:
     """One :func:`load_toy_models` per device for the whole process: read it, do not modify it.
 
     Keyed by the device itself: "cuda", "cuda:0" and torch.device("cuda") (on device 0) share one."""
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = resolved_device(device)
     return _shared_toy_models(device.type, device.index)
 
 

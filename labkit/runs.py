@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from labkit.backends import using_backend
+from labkit.checks import resolved_device
 from labkit.config import DrafterConfig
 from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.scenario import LONG_SCHEDULE, MECHANICS_SCHEDULE, TIMELINE, propose_inputs
@@ -56,9 +57,7 @@ def _where(backend: str | None) -> tuple[str, str]:
 
     name = backend if backend is not None else backends.backend()
     with using_backend(name):
-        device = backends.default_device()
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+        device = resolved_device(backends.default_device())
     return name, str(device)
 
 

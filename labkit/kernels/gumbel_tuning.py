@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import check_int, check_power_of_two
+from labkit.checks import check_int, check_power_of_two, resolved_device
 from labkit.errors import LabkitInputError
 from labkit.kernels.triton_import import tl, triton
 
@@ -162,9 +162,7 @@ def row_best_buffer(device, num_rows: int) -> torch.Tensor:
     captured CUDA graph keeps the address it was captured with (a bigger set is added when a launch
     needs more rows). Launches that run concurrently on several streams of one device would share
     them: the kit launches on one stream."""
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = resolved_device(device)
     made = _ROW_BEST.setdefault((device.type, device.index), [])
     if not made or made[-1].numel() < num_rows:
         size = max(num_rows, 4096, 2 * (made[-1].numel() if made else 0))
