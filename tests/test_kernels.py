@@ -363,25 +363,27 @@ def _unmix32(h: torch.Tensor) -> torch.Tensor:
 
 
 if KERNEL_BACKEND != "torch":
-    from labkit.kernels.fast_math import log_unit_interval
+    from labkit.kernels.fast_math import log_uniform, log_unit_interval
     from labkit.kernels.noise import uniform
     from labkit.kernels.triton_import import tl, triton
 
     @triton.jit
-    def _uniform_and_log_kernel(key_ptr, u_ptr, log_ptr, n, BLOCK: tl.constexpr):
+    def _uniform_and_log_kernel(key_ptr, u_ptr, log_ptr, fused_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         key = tl.load(key_ptr + offs, mask=offs < n, other=0).to(tl.uint32)
         u = uniform(key, offs * 0)  # index 0: the hash input is the key itself
         tl.store(u_ptr + offs, u, mask=offs < n)
         tl.store(log_ptr + offs, log_unit_interval(u), mask=offs < n)
+        tl.store(fused_ptr + offs, log_uniform(key, offs * 0), mask=offs < n)
 
 
 @pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton noise (torch has no kernel)")
 def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log():
-    """The kernel turns the hash's top 24 bits into a float without an int-to-float conversion (and
-    the fast log's exponent likewise): every one of the 2**24 values must round exactly as
-    uniform_torch does, and log_unit_interval must stay within 1.5 ulp of the true log of each
-    (libdevice's logf, which it follows, is documented to 1 ulp; a wrong exponent would be off by ln 2).
+    """uniform turns the hash's top 24 bits into a float with bit tricks (and the fast log's exponent
+    likewise): every one of the 2**24 values must round exactly as uniform_torch does, and
+    log_unit_interval must stay within 1.5 ulp of the true log of each (libdevice's logf, which it
+    follows, is documented to 1 ulp; a wrong exponent would be off by ln 2). log_uniform, the compiled
+    kernel's shortcut from the hash to log(u) through one conversion of 2m + 1, must give the same bits.
     Inverting the hash picks keys whose hash has each top-24-bit value m (low bits varied)."""
     m = torch.arange(1 << 24, dtype=torch.int64)
     h = (m << 8) | ((m * 0x9E) & 0xFF)
@@ -389,10 +391,11 @@ def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log():
     assert torch.equal(uniform_torch(keys, torch.zeros_like(keys)), ((m.to(torch.float32) + 0.5) / (1 << 24)).clamp(
         max=1 - 2.0**-24)), "the inverse hash really gives each m"
     n, block = keys.numel(), 1 << 16
-    u, log = (torch.empty(n, device=DEVICE) for _ in range(2))
-    _uniform_and_log_kernel[(n // block,)](keys.to(DEVICE), u, log, n, BLOCK=block)
+    u, log, fused = (torch.empty(n, device=DEVICE) for _ in range(3))
+    _uniform_and_log_kernel[(n // block,)](keys.to(DEVICE), u, log, fused, n, BLOCK=block)
     want = uniform_torch(keys, torch.zeros_like(keys))
     assert torch.equal(u.cpu(), want), "uniform differs from uniform_torch"
     exact = torch.log(want.double())
     ulp = (torch.nextafter(want.log(), torch.tensor(0.0)) - want.log()).abs().double()  # float32 spacing at the log
     assert float(((log.cpu().double() - exact).abs() / ulp).max()) <= 1.5
+    assert torch.equal(fused.cpu(), log.cpu()), "log_uniform differs from log_unit_interval(uniform)"

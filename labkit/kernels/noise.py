@@ -69,9 +69,10 @@ def gumbel_torch(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 # The same generator in Triton, bit for bit. The mixing steps are written out rather than calling
-# a `mix32` helper: every call of a jitted helper costs the CPU interpreter setup time, which once
-# dominated the whole lab's run time. The compiled kernels inline them either way. (The Gumbel
-# transform of these uniforms, at each fast-math level: labkit.kernels.fast_math.gumbel.)
+# a `mix32` helper per step: every call of a jitted helper costs the CPU interpreter setup time, which
+# once dominated the whole lab's run time (one index_hash call per uniform call is cheap). The compiled
+# kernels inline them either way. (The Gumbel transform of these uniforms, at each fast-math level:
+# labkit.kernels.fast_math.gumbel.)
 
 
 @triton.jit
@@ -98,19 +99,27 @@ def row_key(seed, pos, salt):
 
 
 @triton.jit
-def uniform(key, index):
-    """float32 in (0, 1) per element of `index` (a block), bit-identical to uniform_torch."""
-    h = key ^ (index.to(tl.uint32) * 0x9E3779B9)
-    h = h ^ (h >> 16)
+def index_hash(key, index):
+    """The 32-bit hash of each element of `index` under `key` (uint32), as uniform_torch hashes it."""
+    x = index.to(tl.uint32) * 0x9E3779B9
+    # lowbias32 of key ^ x; its first step, h ^ (h >> 16), split over the xor (a shift distributes over
+    # it): key ^ (key >> 16) is the program's scalar, so each element pays one three-way xor.
+    h = (key ^ (key >> 16)) ^ x ^ (x >> 16)
     h = h * 0x7FEB352D
     h = h ^ (h >> 15)
     h = h * 0x846CA68B
-    h = h ^ (h >> 16)
-    # u = ((h >> 8) + 0.5) / 2**24, rounded as uniform_torch rounds it, without an int-to-float
-    # conversion (a GPU runs those at an eighth of the speed of a multiply-add, on the pipe the logs
-    # use). m = h >> 8 has 24 bits: its top 23 go into a float's mantissa exactly (the 2**23 trick),
-    # and one fused multiply-add puts back the low bit and the 0.5 with a single rounding -- that of
+    return h ^ (h >> 16)
+
+
+@triton.jit
+def uniform(key, index):
+    """float32 in (0, 1) per element of `index` (a block), bit-identical to uniform_torch."""
+    h = index_hash(key, index)
+    # u = ((h >> 8) + 0.5) / 2**24, rounded as uniform_torch rounds it, in bit tricks and a multiply-add.
+    # m = h >> 8 has 24 bits: its top 23 go into a float's mantissa exactly (the 2**23 trick), and one
+    # fused multiply-add puts back the low bit and the 0.5 with a single rounding -- that of
     # float(m) + 0.5, since scaling by a power of two is exact. tests/test_kernels.py checks all 2**24 m.
+    # (The compiled sampling kernel goes straight to log(u) instead: fast_math.log_uniform.)
     half_m = ((h >> 9) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0  # float(m >> 1), exact
     low = tl.where((h & 0x100) != 0, 8.940696716308594e-08, 2.9802322387695312e-08)  # ((m & 1) + 0.5) / 2**24
     u = tl.fma(half_m, 1.1920928955078125e-07, low)  # (2 * half_m) / 2**24 + low
