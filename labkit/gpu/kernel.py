@@ -1,8 +1,9 @@
 """The sampling kernel on its own: what the mask costs, how close it gets to memory bandwidth, what
 bounds it, and how it compares with torch.
 
-    bench_kernel          kernel variants, torch, torch.compile and two same-bytes copies per (rows, vocab):
+    bench_kernel          kernel variants, torch, torch.compile and same-bytes copies per (rows, vocab):
                           torch's, and a plain Triton copy with the kernel's grid, block size and warps
+                          (and with the grid's axes swapped)
     bench_torch_natural   the kernel against samplers one would write in torch (torch.rand, multinomial)
     bench_sweep           block size x warps x fast-math level, and stripped-down variants
     peak_copy_bandwidth   a 2 GiB device-to-device copy: the machine's ceiling
@@ -10,8 +11,8 @@ bounds it, and how it compares with torch.
 Bandwidth counts the bytes the kernel must move: read the logits of every row it processes, write
 q for every live row. The device-to-device copy of the same number of bytes is measured in the same
 run, beside it, twice: torch's device-to-device copy, and a Triton kernel that only copies, launched on
-the sampling kernel's grid with its block size and warps (what the kernel's structure alone allows).
-Each size prints the kernel alone and the whole call as fractions of both, beside issue 17's targets
+the sampling kernel's grid with its block size and warps (what the kernel's structure alone allows),
+and that copy once more with the grid's axes swapped (rows first, as vLLM orders them). Each size prints the kernel alone and the whole call as fractions of both, beside issue 17's targets
 (:data:`labkit.gpu.summary.TARGETS`); no test asserts them: timings belong to the machine they were taken on.
 """
 
@@ -43,23 +44,26 @@ STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the
 
 
 @triton.jit
-def _copy_kernel(src_ptr, dst_ptr, vocab, BLOCK_V: tl.constexpr):
-    """A copy on the sampling kernel's grid (row, vocab block): its memory traffic and nothing else."""
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
+def _copy_kernel(src_ptr, dst_ptr, vocab, BLOCK_V: tl.constexpr, ROWS_FIRST: tl.constexpr):
+    """A copy on the sampling kernel's grid (vocab block, row): its memory traffic and nothing else.
+    ROWS_FIRST swaps the grid's axes (row, vocab block), as vLLM's kernel orders them."""
+    row = tl.program_id(0 if ROWS_FIRST else 1).to(tl.int64)
+    offs = tl.program_id(1 if ROWS_FIRST else 0) * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = offs < vocab
     tl.store(dst_ptr + row * vocab + offs, tl.load(src_ptr + row * vocab + offs, mask=mask), mask=mask)
 
 
-def _triton_copy(rows: int, vocab: int):
-    """The same bytes as the kernel (read the logits, write q), with its grid, block size and warps."""
+def _triton_copy(rows: int, vocab: int, rows_first: bool = False):
+    """The same bytes as the kernel (read the logits, write q), with its grid, block size and warps
+    (`rows_first`: the grid's axes swapped)."""
     cfg = launch_config(rows, vocab, interpreted=False)
     src = torch.empty(rows, vocab, device="cuda").normal_()
     dst = torch.empty_like(src)
-    grid = (rows, triton.cdiv(vocab, cfg["block_v"]))
+    blocks = triton.cdiv(vocab, cfg["block_v"])
+    grid = (rows, blocks) if rows_first else (blocks, rows)
 
     def copy() -> None:
-        _copy_kernel[grid](src, dst, vocab, BLOCK_V=cfg["block_v"], num_warps=cfg["num_warps"])
+        _copy_kernel[grid](src, dst, vocab, BLOCK_V=cfg["block_v"], ROWS_FIRST=rows_first, num_warps=cfg["num_warps"])
 
     copy.keep_alive = (src, dst)
     return copy
@@ -98,8 +102,8 @@ def _whole_call(case):
 
 
 def _pass_call(case, single_pass: bool, **tuning):
-    """The kernel with the reduction over blocks folded in as it goes (single pass: an atomic max per
-    program, then a small launch that reads the tokens) or left to torch (an argmax and a gather after
+    """The kernel with the reduction over blocks in Triton (single pass: one packed word per program,
+    then a small launch that reduces each row's words) or left to torch (an argmax and a gather after
     it), whichever the default is."""
     tuning.setdefault("draft_step", STEP)
     launch, finish = kernel_launcher(*case, masked=True, single_pass=single_pass, **tuning)
@@ -149,6 +153,7 @@ def _kernel_entry(rows: int, vocab: int, vocab_index, compiled: _CompiledHashPor
     # Each variant as a graph holding one call, L2 flushed before each replay: GPU time of a cold
     # call, without Python's launch overhead (which dwarfs small launches).
     cold = {"copy": graphed(_same_bytes_copy(rows, vocab), 1), "triton_copy": graphed(_triton_copy(rows, vocab), 1),
+            "triton_copy_rows_first": graphed(_triton_copy(rows, vocab, rows_first=True), 1),
             "unmasked": graphed(unmasked, 1), "masked": graphed(masked, 1), "masked_call": graphed(call, 1),
             "single_pass_call": graphed(_pass_call(case, True), 1),
             "two_pass_call": graphed(_pass_call(case, False), 1), "torch": graphed(plain, 1)}

@@ -79,7 +79,8 @@ def provenance(command: str) -> dict:
         "command": command,
         **_git(),
         "kernel_defaults": {"block_v": tuning.GPU_BLOCK_V, "num_warps": tuning.GPU_NUM_WARPS,
-                            "fast_math": tuning.GPU_FAST_MATH, "single_pass": tuning.SINGLE_PASS},
+                            "fast_math": tuning.GPU_FAST_MATH, "single_pass": tuning.SINGLE_PASS,
+                            "dependent_launch": tuning.DEPENDENT_LAUNCH},
         "timing": TIMING_NOTE,
     }
 

@@ -18,6 +18,9 @@ def fractions(entry: dict) -> dict:
     if "triton_copy" in ms:
         out.update(kernel_of_triton_copy=ms["triton_copy"] / ms["masked"],
                    call_of_triton_copy=ms["triton_copy"] / ms["masked_call"])
+    if "triton_copy_rows_first" in ms:  # the same copy with the grid's axes the other way round
+        out.update(triton_copy_of_copy=ms["copy"] / ms["triton_copy"],
+                   rows_first_copy_of_copy=ms["copy"] / ms["triton_copy_rows_first"])
     for name in ("single_pass_call", "two_pass_call"):
         if name in ms:
             out[f"{name}_of_copy"] = ms["copy"] / ms[name]
@@ -51,8 +54,11 @@ def fraction_line(entry: dict) -> str:
     if "kernel_of_triton_copy" in f:
         line += (f"; of the same-grid Triton copy: kernel {f['kernel_of_triton_copy']:.2f}, "
                  f"call {f['call_of_triton_copy']:.2f}")
+    if "rows_first_copy_of_copy" in f:
+        line += (f"; that copy {f['triton_copy_of_copy']:.2f} of the torch copy (rows first: "
+                 f"{f['rows_first_copy_of_copy']:.2f})")
     if "single_pass_call_of_copy" in f:
-        line += (f"; call with the reduction folded in (single pass) {f['single_pass_call_of_copy']:.2f}, "
+        line += (f"; call with the reduction in Triton (single pass) {f['single_pass_call_of_copy']:.2f}, "
                  f"in torch (two passes) {f['two_pass_call_of_copy']:.2f}")
     return line + f"; masked/unmasked {beside(f['mask_ratio'], 'mask_ratio_at_most', '<=')}"
 

@@ -8,8 +8,9 @@ One program per (batch row, vocab block). A program
    `draft_logits[slot, step, block]` -- this is q, the draft distribution the rejection sampler
    will verify against,
 4. adds Gumbel noise keyed by (seed, position, vocab index) and writes the block's max and argmax;
-   a reduction over blocks (in torch, or with `single_pass` an atomic max per program into its
-   row's best) picks the token. argmax(logits / T + Gumbel) is an exact sample from softmax(logits / T).
+   a reduction over blocks (in torch, or with `single_pass` a small Triton launch over one packed
+   word per program) picks the token. argmax(logits / T + Gumbel) is an exact sample from
+   softmax(logits / T).
 
 Under a padded CUDA graph the grid has `num_reqs_padded` rows. Rows past `num_reqs` read whatever
 the mapping buffer holds there. Before the fix that was a stale slot, often one that a live row
@@ -37,21 +38,20 @@ from dataclasses import dataclass
 import torch
 
 from labkit.checks import check_backend
-from labkit.errors import padded_slot_error
+from labkit.errors import LabkitInputError, padded_slot_error
 from labkit.kernels.fast_math import divide_by_temperature, gumbel
 from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_state, check_switches, check_values
 from labkit.kernels.gumbel_tuning import (
     block_argmax,
     check_tuning,
-    fold_into_row_best,
     resolve_config,
-    row_best_buffer,
-    row_best_to_tokens_kernel,
+    let_the_read_out_start,
+    packed_best,
+    row_tokens_kernel,
 )
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key, row_key_torch
 from labkit.kernels.sampling_state import SamplingState
 from labkit.kernels.triton_import import tl, triton
-
 
 @triton.jit
 def gumbel_sample_kernel(
@@ -60,7 +60,7 @@ def gumbel_sample_kernel(
     temperature_ptr, seeds_ptr,  # [max_num_reqs], slot-indexed
     pos_ptr,  # [num_rows] int64, row-indexed
     q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed
-    block_max_ptr, block_idx_ptr, num_blocks, row_best_ptr,  # partials [num_rows, num_blocks]; [num_rows]
+    block_max_ptr, block_idx_ptr, num_blocks,  # partials [num_rows, num_blocks] (single pass: packed in block_idx)
     writer_ptr, writes_ptr, trace_stride_slot,  # [max_num_reqs, k] int32 write trace
     vocab_size, draft_step, salt,
     BLOCK_V: tl.constexpr,
@@ -69,10 +69,13 @@ def gumbel_sample_kernel(
     MASK_PADDING: tl.constexpr,
     EARLY_EXIT: tl.constexpr,
     TRACE: tl.constexpr,
-    FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0,
+    FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0, PDL: tl.constexpr = 0,
 ):
-    row = tl.program_id(0)
-    blk = tl.program_id(1)
+    # Blocks along the grid's first axis: a GPU starts programs in that order, so the blocks of one
+    # row run side by side and the launch streams through the logits and q as a copy does.
+    blk = tl.program_id(0)
+    row = tl.program_id(1)
+    let_the_read_out_start(PDL)  # compiled single pass only: see gumbel_tuning
     slot = tl.load(mapping_ptr + row)  # whatever the mapping holds in this row: live, stale or -1
     offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
     in_vocab = offs < vocab_size
@@ -104,8 +107,8 @@ def gumbel_sample_kernel(
         if TRACE and blk == 0:
             record_write(writer_ptr, writes_ptr, trace_stride_slot, slot, step, row, MASK_PADDING)
     if SINGLE_PASS:
-        # No partials: fold this block into the row's best (one atomic); a small launch reads the tokens.
-        fold_into_row_best(row_best_ptr, row, best, best_idx)
+        # One packed (max, first index) word per program; a small launch reduces each row's words.
+        tl.store(block_idx_ptr + row * num_blocks + blk, packed_best(best, best_idx))
     else:
         tl.store(block_max_ptr + row * num_blocks + blk, best)
         tl.store(block_idx_ptr + row * num_blocks + blk, best_idx.to(tl.int64))
@@ -246,10 +249,10 @@ def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_r
     Returns ``(launch, finish)``: ``launch()`` runs the kernel (no allocation, no checks),
     ``finish()`` returns the tokens (reducing the partial results if the kernel did not). Benchmarks time
     ``launch`` to count the kernel's own bytes; :func:`gumbel_sample` is both plus the checks.
-    `single_pass` (default :data:`SINGLE_PASS`): each program folds its block into its row's best
-    (an atomic max), and ``launch()`` also runs the small kernel that reads the tokens out and empties
-    the rows' words (``finish()`` only hands the tokens back); False leaves the partials to
-    ``finish()`` (an argmax and a gather in torch), and ``launch()`` is the sampling kernel alone.
+    `single_pass` (default :data:`SINGLE_PASS`): each program leaves its block's best as one packed
+    word, and ``launch()`` also runs the small kernel that reduces each row's words to its token
+    (``finish()`` only hands the tokens back); False leaves the partials to ``finish()`` (an argmax
+    and a gather in torch), and ``launch()`` is the sampling kernel alone.
     Here only the layout is checked (unit stride along the vocabulary and the 1-D inputs);
     the values are the caller's to vouch for.
     """
@@ -262,19 +265,25 @@ def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_r
                                          single_pass))
 
 
+MAX_ROWS_PER_LAUNCH = 65535  # rows run along the grid's second axis (see the kernel)
+
+
 def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, masked, early_exit, trace, cfg):
     """(launch, finish) for inputs already checked and laid out as the kernel reads them."""
     num_rows, vocab = logits.shape
+    if num_rows > MAX_ROWS_PER_LAUNCH:
+        raise LabkitInputError(f"at most {MAX_ROWS_PER_LAUNCH} rows per launch (rows are the grid's second "
+                               f"axis, which CUDA caps at 65535), got {num_rows}: sample the batch in parts")
     block_v = cfg["block_v"]
     num_blocks = triton.cdiv(vocab, block_v)
     device = logits.device
-    # One block per row needs no reduction (its partial is the token); more reduce as they go (single
-    # pass: an atomic max per program, one small launch after) or in torch after the kernel (two
-    # passes: an argmax and a gather over the partials).
+    # One block per row needs no reduction (its partial is the token); more are reduced after the
+    # kernel, in one small Triton launch over packed words (single pass) or in torch (two passes: an
+    # argmax and a gather over the partials).
     single_pass = bool(cfg.get("single_pass")) and num_blocks > 1
-    partials = (1, 1) if single_pass else (num_rows, num_blocks)  # the single pass keeps none
-    block_max = torch.empty(partials, dtype=torch.float32, device=device)
-    block_idx = torch.empty(partials, dtype=torch.int64, device=device)
+    pdl = single_pass and bool(cfg.get("pdl"))
+    block_max = torch.empty((1, 1) if single_pass else (num_rows, num_blocks), dtype=torch.float32, device=device)
+    block_idx = torch.empty((num_rows, num_blocks), dtype=torch.int64, device=device)  # single pass: packed words
     draft_logits = state.draft_logits
     store_q = draft_logits is not None
     q = draft_logits if store_q else block_max  # a placeholder pointer, never written
@@ -282,9 +291,10 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
     writer = trace.writer if trace is not None else block_idx
     writes = trace.writes if trace is not None else block_idx
     tokens = torch.empty(num_rows, dtype=torch.int64, device=device) if single_pass else block_idx
-    row_best = row_best_buffer(device, num_rows) if single_pass else block_idx
-    kernel = gumbel_sample_kernel[(num_rows, num_blocks)]
-    read_tokens = row_best_to_tokens_kernel[(triton.cdiv(num_rows, 256),)]
+    kernel = gumbel_sample_kernel[(num_blocks, num_rows)]
+    read_tokens = row_tokens_kernel[(num_rows,)]
+    chunk = min(1024, triton.next_power_of_2(num_blocks))
+    early = {"launch_pdl": True} if pdl else {}  # the read-out may start before the kernel ends
 
     def launch() -> None:
         if num_rows == 0:
@@ -293,7 +303,7 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             logits, logits.stride(0),
             state.idx_mapping, state.temperature, state.seeds, state.positions,
             q, q_strides[0], q_strides[1],
-            block_max, block_idx, num_blocks, row_best,
+            block_max, block_idx, num_blocks,
             writer, writes, writer.stride(0),
             vocab, draft_step, SALT_DRAFT,
             BLOCK_V=block_v,
@@ -304,13 +314,11 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
             TRACE=trace is not None,
             FAST_MATH=cfg["fast_math"],
             SINGLE_PASS=single_pass,
+            PDL=pdl,
             num_warps=cfg["num_warps"],
         )
         if single_pass:
-            # Part of the launch, not of finish(): the rows' words are shared by every launch on the
-            # device, so a launch must leave them empty even when nobody asks for its tokens (a
-            # benchmark that times launch() alone once left stale words that won the next call's rows).
-            read_tokens(row_best, tokens, num_rows, BLOCK=256, num_warps=4)
+            read_tokens(block_idx, tokens, num_blocks, CHUNK=chunk, PDL=pdl, num_warps=1, **early)
 
     def finish() -> torch.Tensor:
         if single_pass:

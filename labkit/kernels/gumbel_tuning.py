@@ -6,16 +6,19 @@ out of the kernel's file so that the kernel reads as the lesson. In the interpre
 keeps its teaching configuration: blocks of 1024 and exact libdevice math.
 
 The reductions live here too: within a block (:func:`block_argmax`, NaN and the vocabulary's end
-handled off the per-element path) and over a row's blocks (the single pass: a packed atomic max per
-program and one small launch after, instead of torch's argmax and gather). The same tokens either way.
+handled off the per-element path) and over a row's blocks (the single pass: one packed word per
+program and one small launch that reduces a row's words, instead of torch's argmax and gather). The
+same tokens either way.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from labkit import backends as _backend
-from labkit.checks import check_int, check_power_of_two, resolved_device
+from labkit.checks import check_int, check_power_of_two
 from labkit.errors import LabkitInputError
 from labkit.kernels.triton_import import tl, triton
 
@@ -34,12 +37,15 @@ GPU_NUM_WARPS = 2
 # The fast-math level of compiled kernels (levels: labkit/kernels/fast_math.py; the interpreter
 # always runs level 0).
 GPU_FAST_MATH = 2
-# The reduction over a row's blocks, compiled: folded in by each program (True: a packed atomic max,
-# then one small launch for the tokens), or after the kernel in torch (False: an argmax and a gather
-# over the partials). The same tokens either way. In the ``kernel`` section of the record
-# (single_pass_call against two_pass_call) the single pass is the faster whole call at every size
-# issue 17 targets. The interpreter keeps two passes: the lesson's partials, readable in torch.
+# The reduction over a row's blocks, compiled: in Triton (True: one packed word per program, then one
+# small launch for the tokens), or after the kernel in torch (False: an argmax and a gather over the
+# partials). The same tokens either way. In the ``kernel`` section of the record (single_pass_call
+# against two_pass_call) the single pass is the faster whole call at every size issue 17 targets. The
+# interpreter keeps two passes: the lesson's partials, readable in torch.
 SINGLE_PASS = True
+# The single pass's read-out kernel with programmatic dependent launch, where the GPU has it
+# (compute capability 9.0 and up; elsewhere the read-out is an ordinary second launch).
+DEPENDENT_LAUNCH = True
 
 
 def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None) -> dict:
@@ -48,16 +54,27 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     In the interpreter (and for the torch backend's reference semantics) the kernel keeps its
     teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it
     takes :data:`GPU_BLOCK_V` (or the vocabulary's power of two, if smaller), fast math and the single
-    pass. `num_rows` does not change the choice today: small blocks fill the GPU at every row count.
+    pass, its read-out launched early where the current GPU allows (``pdl``). `num_rows` does not
+    change the choice today: small blocks fill the GPU at every row count.
     """
     if interpreted is None:
         interpreted = _backend.KERNELS_INTERPRETED
     pow2 = max(MIN_BLOCK_V, 1 << max(0, (vocab - 1).bit_length()))
     if interpreted:
-        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=False)
+        return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=False, pdl=False)
     block_v = min(GPU_BLOCK_V, pow2)
     return dict(block_v=block_v, num_warps=min(GPU_NUM_WARPS, warps_for(block_v)), fast_math=GPU_FAST_MATH,
-                single_pass=SINGLE_PASS)
+                single_pass=SINGLE_PASS, pdl=DEPENDENT_LAUNCH and _has_dependent_launch(_current_cuda_device()))
+
+
+def _current_cuda_device() -> int | None:
+    return torch.cuda.current_device() if torch.cuda.is_available() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _has_dependent_launch(device: int | None) -> bool:
+    """Programmatic dependent launch (PTX griddepcontrol) needs compute capability 9.0 or newer."""
+    return device is not None and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def warps_for(block_v: int) -> int:
@@ -121,50 +138,45 @@ def block_argmax(scores, offs, in_vocab, is_tail):
     return best, best_idx
 
 
-# The single pass: every program folds its block's (max, index) into its row's best with one atomic
-# max on a packed 64-bit word, fire and forget (no program waits for another); a tiny second launch,
-# part of every launch, turns the words into tokens and empties them. It replaced the row's last
-# program reducing the partials (an acquire/release atomic each program had to wait for); against
-# torch's argmax and gather, the ``kernel`` section of labkit/data/gpu/h200.json times both
-# (single_pass_call, two_pass_call) beside the kernel alone.
-ROW_BEST_EMPTY = -(2**63)  # below every packed (max, index)
+# The single pass: every program leaves its block's (max, first index) as one packed 64-bit word, and
+# one small launch reduces each row's words to its token -- one pass over the partials, in Triton,
+# where the two-pass reduction makes two in torch (an argmax, then a gather). Issue 17 tried two ways
+# without the second launch on the H200, each slower for the whole call: an atomic max per program
+# into its row's word (all of a row's atomics queue at one address once a row's blocks run side by
+# side, and the words must be emptied between launches), and the row's last program reducing (the
+# counter's atomic, relaxed or acquire/release, keeps every program waiting). On a GPU that has
+# programmatic dependent launch (compute capability 9.0 and up) the read-out launch starts while the
+# sampling kernel runs and waits for it on the device, which hides the second launch's latency; the
+# ``kernel`` section of labkit/data/gpu/h200.json times the whole call (single_pass_call,
+# two_pass_call) beside the kernel alone.
 
 
 @triton.jit
-def fold_into_row_best(row_best_ptr, row, best, best_idx):
-    """Atomic max of (best, first index) into the row's packed word: the larger score wins, and
-    among equal scores the smaller index (the first index of the row's maximum, as torch.argmax)."""
+def packed_best(best, best_idx):
+    """(score, first index) as one int64 whose integer order is the argmax's: the larger score wins,
+    and among equal scores the smaller index (the first index of the row's maximum, as torch.argmax)."""
     bits = best.to(tl.int32, bitcast=True)
     ordered = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # int32 order = float order (no NaN here)
-    packed = (ordered.to(tl.int64) << 32) | (2147483647 - best_idx).to(tl.int64)
-    tl.atomic_max(row_best_ptr + row, packed, sem="relaxed")
+    return (ordered.to(tl.int64) << 32) | (2147483647 - best_idx).to(tl.int64)
 
 
 @triton.jit
-def row_best_to_tokens_kernel(row_best_ptr, token_ptr, num_rows, BLOCK: tl.constexpr):
-    """Tokens from the rows' packed words, and the words back to empty for the next launch (a CUDA
-    graph replays with the same buffer)."""
-    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    live = rows < num_rows
-    packed = tl.load(row_best_ptr + rows, mask=live, other=0)
-    tl.store(token_ptr + rows, 2147483647 - (packed & 0xFFFFFFFF), mask=live)
-    tl.store(row_best_ptr + rows, tl.full([BLOCK], -9223372036854775807 - 1, tl.int64), mask=live)
+def let_the_read_out_start(PDL: tl.constexpr):
+    """With programmatic dependent launch, the read-out kernel may be scheduled from here on (it waits
+    on the device for this launch to finish before it reads anything)."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
 
 
-_ROW_BEST: dict[tuple[str, int | None], list[torch.Tensor]] = {}
-
-
-def row_best_buffer(device, num_rows: int) -> torch.Tensor:
-    """The single pass's packed per-row words on `device` (int64, at least `num_rows`), empty between launches.
-
-    Each call leaves them empty (its second launch resets them), so they are made once per device and
-    reused, with no fill launched before each call. Keyed by the device; never freed, because a
-    captured CUDA graph keeps the address it was captured with (a bigger set is added when a launch
-    needs more rows). Launches that run concurrently on several streams of one device would share
-    them: the kit launches on one stream."""
-    device = resolved_device(device)
-    made = _ROW_BEST.setdefault((device.type, device.index), [])
-    if not made or made[-1].numel() < num_rows:
-        size = max(num_rows, 4096, 2 * (made[-1].numel() if made else 0))
-        made.append(torch.full((size,), ROW_BEST_EMPTY, dtype=torch.int64, device=device))
-    return made[-1]
+@triton.jit
+def row_tokens_kernel(packed_ptr, token_ptr, num_blocks, CHUNK: tl.constexpr, PDL: tl.constexpr):
+    """One row's token: the largest of its blocks' packed words, unpacked to the index."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()  # until the sampling kernel has finished and its words are visible
+    row = tl.program_id(0)
+    words = packed_ptr + row.to(tl.int64) * num_blocks
+    best = tl.full([CHUNK], -9223372036854775807 - 1, tl.int64)  # below every packed word
+    for start in range(0, num_blocks, CHUNK):
+        offs = start + tl.arange(0, CHUNK)
+        best = tl.maximum(best, tl.load(words + offs, mask=offs < num_blocks, other=-9223372036854775807 - 1))
+    tl.store(token_ptr + row, 2147483647 - (tl.max(best, axis=0) & 0xFFFFFFFF))
