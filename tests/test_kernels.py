@@ -240,21 +240,6 @@ def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_l
         assert got[True][:3].tolist() == [0, vocab // 2, 5]
 
 
-@pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton launcher (torch has no grid)")
-def test_more_rows_than_the_grid_allows_are_refused_before_any_launch():
-    """Rows run along the grid's second axis, which CUDA caps at 65535: say so instead of failing in
-    the driver."""
-    from labkit.errors import LabkitInputError
-    from labkit.kernels.gumbel import MAX_ROWS_PER_LAUNCH, kernel_launcher
-
-    rows = MAX_ROWS_PER_LAUNCH + 1
-    slots = torch.zeros(rows, dtype=torch.int32, device=DEVICE)
-    state = SamplingState(slots, torch.ones(1, device=DEVICE), torch.zeros(1, dtype=torch.int64, device=DEVICE),
-                          torch.zeros(rows, dtype=torch.int64, device=DEVICE))
-    with pytest.raises(LabkitInputError, match=f"at most {MAX_ROWS_PER_LAUNCH} rows per launch"):
-        kernel_launcher(torch.zeros(rows, 16, device=DEVICE), state)
-
-
 @pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton kernel's reduction (torch has no kernel)")
 def test_a_single_pass_launch_whose_tokens_nobody_reads_leaves_no_state_for_the_next_call():
     """A benchmark times launch() alone and never calls finish(): the next call must still get its own

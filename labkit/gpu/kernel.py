@@ -44,11 +44,15 @@ STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the
 
 
 @triton.jit
-def _copy_kernel(src_ptr, dst_ptr, vocab, BLOCK_V: tl.constexpr, ROWS_FIRST: tl.constexpr):
-    """A copy on the sampling kernel's grid (vocab block, row): its memory traffic and nothing else.
-    ROWS_FIRST swaps the grid's axes (row, vocab block), as vLLM's kernel orders them."""
-    row = tl.program_id(0 if ROWS_FIRST else 1).to(tl.int64)
-    offs = tl.program_id(1 if ROWS_FIRST else 0) * BLOCK_V + tl.arange(0, BLOCK_V)
+def _copy_kernel(src_ptr, dst_ptr, vocab, num_blocks, BLOCK_V: tl.constexpr, ROWS_FIRST: tl.constexpr):
+    """A copy on the sampling kernel's grid (a row's blocks are consecutive programs): its memory
+    traffic and nothing else. ROWS_FIRST runs the rows' block b together instead, as vLLM's grid
+    (row, vocab block) orders its programs."""
+    pid = tl.program_id(0)
+    num_rows = tl.num_programs(0) // num_blocks
+    row = (pid % num_rows if ROWS_FIRST else pid // num_blocks).to(tl.int64)
+    blk = pid // num_rows if ROWS_FIRST else pid % num_blocks
+    offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = offs < vocab
     tl.store(dst_ptr + row * vocab + offs, tl.load(src_ptr + row * vocab + offs, mask=mask), mask=mask)
 
@@ -60,10 +64,10 @@ def _triton_copy(rows: int, vocab: int, rows_first: bool = False):
     src = torch.empty(rows, vocab, device="cuda").normal_()
     dst = torch.empty_like(src)
     blocks = triton.cdiv(vocab, cfg["block_v"])
-    grid = (rows, blocks) if rows_first else (blocks, rows)
 
     def copy() -> None:
-        _copy_kernel[grid](src, dst, vocab, BLOCK_V=cfg["block_v"], ROWS_FIRST=rows_first, num_warps=cfg["num_warps"])
+        _copy_kernel[(rows * blocks,)](src, dst, vocab, blocks, BLOCK_V=cfg["block_v"], ROWS_FIRST=rows_first,
+                                       num_warps=cfg["num_warps"])
 
     copy.keep_alive = (src, dst)
     return copy

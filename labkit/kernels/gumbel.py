@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from labkit.checks import check_backend
-from labkit.errors import LabkitInputError, padded_slot_error
+from labkit.errors import padded_slot_error
 from labkit.kernels.fast_math import divide_by_temperature, gumbel
 from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_state, check_switches, check_values
 from labkit.kernels.gumbel_tuning import (
@@ -71,10 +71,10 @@ def gumbel_sample_kernel(
     TRACE: tl.constexpr,
     FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0, PDL: tl.constexpr = 0,
 ):
-    # Blocks along the grid's first axis: a GPU starts programs in that order, so the blocks of one
-    # row run side by side and the launch streams through the logits and q as a copy does.
-    blk = tl.program_id(0)
-    row = tl.program_id(1)
+    # A row's blocks are consecutive programs: a GPU starts programs in order, so they run side by
+    # side and the launch streams through memory as a copy does. (One grid axis: up to 2**31 programs.)
+    row = tl.program_id(0) // num_blocks
+    blk = tl.program_id(0) % num_blocks
     let_the_read_out_start(PDL)  # compiled single pass only: see gumbel_tuning
     slot = tl.load(mapping_ptr + row)  # whatever the mapping holds in this row: live, stale or -1
     offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
@@ -265,15 +265,9 @@ def kernel_launcher(logits, state: SamplingState, *, draft_step=0, samples_per_r
                                          single_pass))
 
 
-MAX_ROWS_PER_LAUNCH = 65535  # rows run along the grid's second axis (see the kernel)
-
-
 def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, masked, early_exit, trace, cfg):
     """(launch, finish) for inputs already checked and laid out as the kernel reads them."""
     num_rows, vocab = logits.shape
-    if num_rows > MAX_ROWS_PER_LAUNCH:
-        raise LabkitInputError(f"at most {MAX_ROWS_PER_LAUNCH} rows per launch (rows are the grid's second "
-                               f"axis, which CUDA caps at 65535), got {num_rows}: sample the batch in parts")
     block_v = cfg["block_v"]
     num_blocks = triton.cdiv(vocab, block_v)
     device = logits.device
@@ -291,7 +285,7 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
     writer = trace.writer if trace is not None else block_idx
     writes = trace.writes if trace is not None else block_idx
     tokens = torch.empty(num_rows, dtype=torch.int64, device=device) if single_pass else block_idx
-    kernel = gumbel_sample_kernel[(num_blocks, num_rows)]
+    kernel = gumbel_sample_kernel[(num_rows * num_blocks,)]
     read_tokens = row_tokens_kernel[(num_rows,)]
     chunk = min(1024, triton.next_power_of_2(num_blocks))
     early = {"launch_pdl": True} if pdl else {}  # the read-out may start before the kernel ends
