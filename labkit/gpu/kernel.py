@@ -3,16 +3,17 @@ bounds it, and how it compares with torch.
 
     bench_kernel          kernel variants, torch, torch.compile and same-bytes copies per (rows, vocab):
                           torch's, and a plain Triton copy with the kernel's grid, block size and warps
-                          (and with the grid's axes swapped)
+                          (and in vLLM's program order)
     bench_torch_natural   the kernel against samplers one would write in torch (torch.rand, multinomial)
     bench_sweep           block size x warps x fast-math level, and stripped-down variants
     peak_copy_bandwidth   a 2 GiB device-to-device copy: the machine's ceiling
 
 Bandwidth counts the bytes the kernel must move: read the logits of every row it processes, write
 q for every live row. The device-to-device copy of the same number of bytes is measured in the same
-run, beside it, twice: torch's device-to-device copy, and a Triton kernel that only copies, launched on
-the sampling kernel's grid with its block size and warps (what the kernel's structure alone allows),
-and that copy once more with the grid's axes swapped (rows first, as vLLM orders them). Each size prints the kernel alone and the whole call as fractions of both, beside issue 17's targets
+run, beside it: torch's device-to-device copy, and a Triton kernel that only copies, launched on the
+sampling kernel's grid with its block size and warps (what the kernel's structure alone allows), and
+that copy once more with its programs in vLLM's order (block 0 of every row first). Each size prints
+the kernel alone and the whole call as fractions of the first two, beside issue 17's targets
 (:data:`labkit.gpu.summary.TARGETS`); no test asserts them: timings belong to the machine they were taken on.
 """
 
@@ -59,7 +60,7 @@ def _copy_kernel(src_ptr, dst_ptr, vocab, num_blocks, BLOCK_V: tl.constexpr, ROW
 
 def _triton_copy(rows: int, vocab: int, rows_first: bool = False):
     """The same bytes as the kernel (read the logits, write q), with its grid, block size and warps
-    (`rows_first`: the grid's axes swapped)."""
+    (`rows_first`: block 0 of every row first, as vLLM orders its programs)."""
     cfg = launch_config(rows, vocab, interpreted=False)
     src = torch.empty(rows, vocab, device="cuda").normal_()
     dst = torch.empty_like(src)

@@ -18,7 +18,7 @@ def fractions(entry: dict) -> dict:
     if "triton_copy" in ms:
         out.update(kernel_of_triton_copy=ms["triton_copy"] / ms["masked"],
                    call_of_triton_copy=ms["triton_copy"] / ms["masked_call"])
-    if "triton_copy_rows_first" in ms:  # the same copy with the grid's axes the other way round
+    if "triton_copy_rows_first" in ms:  # the same copy, its programs in vLLM's order (rows first)
         out.update(triton_copy_of_copy=ms["copy"] / ms["triton_copy"],
                    rows_first_copy_of_copy=ms["copy"] / ms["triton_copy_rows_first"])
     for name in ("single_pass_call", "two_pass_call"):

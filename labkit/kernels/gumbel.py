@@ -44,14 +44,15 @@ from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_s
 from labkit.kernels.gumbel_tuning import (
     block_argmax,
     check_tuning,
-    resolve_config,
     let_the_read_out_start,
     packed_best,
+    resolve_config,
     row_tokens_kernel,
 )
 from labkit.kernels.noise import SALT_DRAFT, gumbel_torch, row_key, row_key_torch
 from labkit.kernels.sampling_state import SamplingState
 from labkit.kernels.triton_import import tl, triton
+
 
 @triton.jit
 def gumbel_sample_kernel(

@@ -25,13 +25,13 @@ from labkit.kernels.triton_import import tl, triton
 DEFAULT_BLOCK_V = 1024
 MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (powers of two)
 
-# On a GPU the kernel is bound by its per-element arithmetic (a 32-bit hash and two logs) as much
-# as by memory: each program's loads, arithmetic and stores must overlap with other programs'. Blocks
-# of 1024 with 2 warps (16 elements per thread, small programs that pack many to an SM) did that best
-# in the issue-17 measurements on an H200, against 2048 with 4 warps and the earlier 4096 with 8,
-# for the kernel alone and for the whole call; the ``sweep`` section of labkit/data/gpu/h200.json
-# (labkit/gpu/kernel.py, bench_sweep) records every block size and warp count, with the whole call
-# in one and in two passes.
+# On a GPU each program's loads, arithmetic (a 32-bit hash and two logs per element) and stores must
+# overlap with other programs'. Blocks of 1024 with 2 warps (16 elements per thread, small programs
+# that pack many to an SM) are the default: in the ``sweep`` section of labkit/data/gpu/h200.json
+# (labkit/gpu/kernel.py, bench_sweep), which records every block size and warp count with the whole
+# call in one and in two passes, they give the fastest whole call at 64 rows and come close behind
+# blocks of 2048 with 2 warps at 256-512 rows (notebook 08 prints both per shape); the ``kernel``
+# section times this default at every size.
 GPU_BLOCK_V = 1024
 GPU_NUM_WARPS = 2
 # The fast-math level of compiled kernels (levels: labkit/kernels/fast_math.py; the interpreter

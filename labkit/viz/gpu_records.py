@@ -169,6 +169,33 @@ def headline(record: dict, min_elements: int = 256 * 151936) -> dict:
     return out
 
 
+def sweep_default_against_fastest(record: dict, block_v: int, num_warps: int, single_pass: bool) -> list[dict]:
+    """Per swept shape, the whole call of a configuration (the compiled default, say) beside the fastest
+    whole call of any swept configuration, each as a share of the same-bytes copy's speed."""
+    mode = "call_single_pass" if single_pass else "call_two_pass"
+    shapes: dict[tuple[int, int], dict] = {}
+    for c in record.get("sweep", {}).get("configs", []):
+        entry = shapes.setdefault((c["rows"], c["vocab"]), {"rows": c["rows"], "vocab": c["vocab"], "fastest": 0.0})
+        for name, ms in c["ms"].items():
+            if name.startswith("call_") and c["copy_ms"] / ms > entry["fastest"]:
+                entry.update(fastest=c["copy_ms"] / ms, fastest_config=(c["block_v"], c["num_warps"], name))
+        if (c["block_v"], c["num_warps"]) == (block_v, num_warps):
+            entry["default"] = c["copy_ms"] / c["ms"][mode]
+    return list(shapes.values())
+
+
+def early_exit_shares(section: dict, vocab: int = 151936, min_rows: int = 64) -> dict:
+    """A half-padded batch in a ``kernel`` section: early exit's time and the live rows' alone, each as
+    a fraction of the masked launch's, as (lowest, highest) over the sizes of `min_rows` rows and up."""
+    pts = [e["half_padded_ms"] for e in section.get("sizes", [])
+           if e["vocab"] == vocab and e["rows"] >= min_rows and "half_padded_ms" in e]
+    if not pts:
+        return {}
+    early = [p["early_exit"] / p["masked"] for p in pts]
+    live = [p["live_rows_only"] / p["masked"] for p in pts]
+    return {"early_exit": (min(early), max(early)), "live_rows_only": (min(live), max(live)), "sizes": len(pts)}
+
+
 def staircase_data(record: dict) -> dict:
     """{'toy': ..., 'kernel': ...} from a record (sections 'staircase_toy' and 'staircase_kernel',
     or an older combined 'staircase'); parts that failed or are missing are left out."""

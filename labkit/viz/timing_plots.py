@@ -32,11 +32,20 @@ US = "\u00b5s"  # microseconds
 TARGET_SHARE = 70  # percent of copy bandwidth: the kit's goal for its kernel at large sizes
 
 
+CAPTION_LINES_ALLOWED = 2  # the caption lines new_figure's bottom margins leave room for
+
+
 def finish(fig: Figure, record: dict | None, note: str = "", sections: tuple[str, ...] = ()) -> Figure:
-    """Write the provenance of the record's `sections` the figure draws (and `note`) under the plot."""
+    """Write the provenance of the record's `sections` the figure draws (and `note`) under the plot;
+    a caption of more lines than the margin allows (sections measured on different machines each
+    get a line) raises the axes by the extra lines."""
     text = section_caption(record, *sections) + (f"\n{note}" if note else "")
-    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=legible(CAPTION_SIZE, fig), color=CAPTION_COLOR,
-             gid=CAPTION_GID)
+    size = legible(CAPTION_SIZE, fig)
+    extra = text.count("\n") + 1 - CAPTION_LINES_ALLOWED
+    if extra > 0:
+        raise_by = extra * 1.25 * size / 72 / fig.get_figheight()  # line height in figure fractions
+        fig.subplots_adjust(bottom=fig.subplotpars.bottom + raise_by)
+    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=size, color=CAPTION_COLOR, gid=CAPTION_GID)
     return fig
 
 
