@@ -426,6 +426,13 @@ def test_launch_config_keeps_the_interpreters_teaching_configuration():
     assert big["block_v"] >= 1024 and big["fast_math"] >= 1
     small = launch_config(1, 151936, interpreted=False)
     assert small["block_v"] == 1024  # one row: small blocks keep the GPU busy
+    # Programmatic dependent launch is asked for compiled, and granted by the launch's own device only.
+    from labkit.kernels.gumbel_tuning import DEPENDENT_LAUNCH, dependent_launch_on
+
+    assert big["pdl"] == DEPENDENT_LAUNCH and not dependent_launch_on(torch.device("cpu"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())
+        assert dependent_launch_on(device) == (torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 # -- the torch samplers the benchmarks compare with ---------------------------------------------------

@@ -44,6 +44,7 @@ from labkit.kernels.gumbel_inputs import check_launchable, check_layout, check_s
 from labkit.kernels.gumbel_tuning import (
     block_argmax,
     check_tuning,
+    dependent_launch_on,
     let_the_read_out_start,
     packed_best,
     resolve_config,
@@ -276,7 +277,7 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
     # kernel, in one small Triton launch over packed words (single pass) or in torch (two passes: an
     # argmax and a gather over the partials).
     single_pass = bool(cfg.get("single_pass")) and num_blocks > 1
-    pdl = single_pass and bool(cfg.get("pdl"))
+    pdl = single_pass and bool(cfg.get("pdl")) and dependent_launch_on(device)
     block_max = torch.empty((1, 1) if single_pass else (num_rows, num_blocks), dtype=torch.float32, device=device)
     block_idx = torch.empty((num_rows, num_blocks), dtype=torch.int64, device=device)  # single pass: packed words
     draft_logits = state.draft_logits

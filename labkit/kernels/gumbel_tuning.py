@@ -54,7 +54,7 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     In the interpreter (and for the torch backend's reference semantics) the kernel keeps its
     teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it
     takes :data:`GPU_BLOCK_V` (or the vocabulary's power of two, if smaller), fast math and the single
-    pass, its read-out launched early where the current GPU allows (``pdl``). `num_rows` does not
+    pass, its read-out launched early (``pdl``) where the launch's GPU allows it. `num_rows` does not
     change the choice today: small blocks fill the GPU at every row count.
     """
     if interpreted is None:
@@ -64,17 +64,18 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
         return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=False, pdl=False)
     block_v = min(GPU_BLOCK_V, pow2)
     return dict(block_v=block_v, num_warps=min(GPU_NUM_WARPS, warps_for(block_v)), fast_math=GPU_FAST_MATH,
-                single_pass=SINGLE_PASS, pdl=DEPENDENT_LAUNCH and _has_dependent_launch(_current_cuda_device()))
+                single_pass=SINGLE_PASS, pdl=DEPENDENT_LAUNCH)
 
 
-def _current_cuda_device() -> int | None:
-    return torch.cuda.current_device() if torch.cuda.is_available() else None
+def dependent_launch_on(device: torch.device) -> bool:
+    """Whether `device` has programmatic dependent launch (PTX griddepcontrol: compute capability 9.0
+    or newer); elsewhere a ``pdl`` launch runs its read-out as an ordinary second launch."""
+    return device.type == "cuda" and _capability_major(device.index) >= 9
 
 
 @functools.lru_cache(maxsize=None)
-def _has_dependent_launch(device: int | None) -> bool:
-    """Programmatic dependent launch (PTX griddepcontrol) needs compute capability 9.0 or newer."""
-    return device is not None and torch.cuda.get_device_capability(device)[0] >= 9
+def _capability_major(index: int | None) -> int:
+    return torch.cuda.get_device_capability(index)[0]
 
 
 def warps_for(block_v: int) -> int:
