@@ -61,9 +61,10 @@ def test_gumbel_kernel_matches_torch_reference(vocab, padded, stale, seed):
 
 
 @pytest.mark.parametrize("vocab,block_v", [(31, None), (1500, 512)])
-@pytest.mark.parametrize("samples_per_req", [1, 2])
-def test_early_exit_kernel_matches_the_reference_and_skips_padded_rows(vocab, block_v, samples_per_req):
-    num_rows, M, k = 8, 12, 3
+# Early exit takes rows from both ends of the batch in turn: an odd and an even number of rows.
+@pytest.mark.parametrize("num_rows,samples_per_req", [(7, 1), (8, 1), (8, 2)])
+def test_early_exit_kernel_matches_the_reference_and_skips_padded_rows(vocab, block_v, samples_per_req, num_rows):
+    M, k = 12, 3
     logits, mapping, temperature, seeds, positions = launch_case(2, num_rows, vocab, M, padded=4)
     if samples_per_req == 2:
         mapping = mapping[::2].repeat_interleave(2).contiguous()  # one request per pair of sample rows
@@ -216,10 +217,12 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
 
 @pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton kernel's reduction (torch has no kernel)")
 @pytest.mark.parametrize("vocab,block_v", [(37, 16), (1000, 64), (4097, 1024)])
-def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_launch(vocab, block_v):
+@pytest.mark.parametrize("early_exit", [False, True])
+def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_launch(vocab, block_v, early_exit):
     """Issue 17, point 1: each program leaves its block's best as one packed word and a small launch
     reduces each row's words: the same token as the reduction in torch, ties (the first index of the
-    maximum) and +inf/NaN included, launch after launch."""
+    maximum) and +inf/NaN included, launch after launch; with early exit too (a skipped program packs
+    a -inf partial)."""
     from labkit.kernels.gumbel import kernel_launcher
 
     logits, mapping, temperature, seeds, positions = launch_case(3, 8, vocab, padded=2)
@@ -229,11 +232,11 @@ def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_l
     # NaN counts as +inf and ties with it: index 5 wins
     logits[2, [vocab - 1, 5]] = torch.tensor([float("inf"), NAN], device=DEVICE)
     state = SamplingState(mapping, temperature, seeds, positions)
-    want = gumbel_sample(logits, state, validate=False, backend="torch")
+    want = gumbel_sample(logits, state, validate=False, early_exit=early_exit, backend="torch")
     for launch_no in range(3):
         got = {}
         for single in (True, False):
-            launch, finish = kernel_launcher(logits, state, block_v=block_v, single_pass=single)
+            launch, finish = kernel_launcher(logits, state, block_v=block_v, single_pass=single, early_exit=early_exit)
             launch()
             got[single] = finish().cpu()
         assert torch.equal(got[True], got[False]) and torch.equal(got[True], want.cpu()), launch_no

@@ -205,12 +205,18 @@ def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
 def test_notebook_08_sets_the_compiled_default_beside_the_sweeps_fastest_whole_call(gpu):
     """Notebook 08 prints, per swept shape, the default configuration's whole call (in the default pass
     mode) beside the fastest whole call of any configuration, and names the default in prose."""
-    from labkit.kernels.gumbel_tuning import GPU_BLOCK_V, GPU_NUM_WARPS, SINGLE_PASS
+    from labkit.kernels.gumbel_tuning import (
+        GPU_BLOCK_V,
+        GPU_NUM_WARPS,
+        GPU_WIDE_BLOCK_V,
+        SINGLE_PASS,
+        WIDE_BLOCK_FROM_ROWS,
+        gpu_block,
+    )
     from labkit.viz.gpu_records import sweep_default_against_fastest
 
     default_call = "call_single_pass" if SINGLE_PASS else "call_two_pass"
-    rows = {(e["rows"], e["vocab"]): e for e in sweep_default_against_fastest(gpu, GPU_BLOCK_V, GPU_NUM_WARPS,
-                                                                                SINGLE_PASS)}
+    rows = {(e["rows"], e["vocab"]): e for e in sweep_default_against_fastest(gpu, gpu_block, SINGLE_PASS)}
     assert rows and all("default" in e for e in rows.values()), "the sweep measures the default everywhere"
     for c in gpu["sweep"]["configs"]:
         e = rows[(c["rows"], c["vocab"])]
@@ -218,9 +224,12 @@ def test_notebook_08_sets_the_compiled_default_beside_the_sweeps_fastest_whole_c
         assert max(calls.values()) <= e["fastest"]  # no configuration is faster than "the fastest"
         if (c["block_v"], c["num_warps"], max(calls, key=calls.get)) == e["fastest_config"]:
             assert max(calls.values()) == e["fastest"]
-        if (c["block_v"], c["num_warps"]) == (GPU_BLOCK_V, GPU_NUM_WARPS):
-            assert e["default"] == calls[default_call]
+        if (c["block_v"], c["num_warps"]) == gpu_block(c["rows"]):
+            assert e["default"] == calls[default_call] and e["default_config"] == gpu_block(c["rows"])
+    # The sweep covers both sides of the row count where the default block widens.
+    assert {r < WIDE_BLOCK_FROM_ROWS for r, _ in rows} == {True, False}
     # Tolerance: none. The sentence names the default the code launches.
     text = " ".join(_markdown("notebooks/08_appendix_kernel_engineering.ipynb").split())
     one = "one pass" if SINGLE_PASS else "two passes"
-    assert f"(blocks of {GPU_BLOCK_V} entries, {GPU_NUM_WARPS} warps, {one})" in text
+    assert (f"({GPU_NUM_WARPS} warps, {one}, and blocks of {GPU_BLOCK_V} entries below {WIDE_BLOCK_FROM_ROWS} rows, "
+            f"of {GPU_WIDE_BLOCK_V} from {WIDE_BLOCK_FROM_ROWS} rows up)") in text

@@ -40,7 +40,7 @@ COMPILE_ROWS = (1, 8, 64, 256, 512)
 NATURAL_ROWS = (256, 512)
 REAL_VOCAB = 151936
 SWEEP_CONFIGS = ((512, 1), (1024, 2), (1024, 4), (2048, 2), (2048, 4), (4096, 4), (4096, 8), (8192, 16))
-SWEEP_SHAPES = ((256, 151936), (512, 151936), (512, 128256), (64, 151936))
+SWEEP_SHAPES = ((256, 151936), (512, 151936), (512, 128256), (256, 128256), (128, 151936), (64, 151936))
 STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the same)
 
 

@@ -47,6 +47,7 @@ from labkit.kernels.gumbel_tuning import (
     dependent_launch_on,
     let_the_read_out_start,
     packed_best,
+    program_row_and_block,
     resolve_config,
     row_tokens_kernel,
 )
@@ -75,8 +76,8 @@ def gumbel_sample_kernel(
 ):
     # A row's blocks are consecutive programs: a GPU starts programs in order, so they run side by
     # side and the launch streams through memory as a copy does. (One grid axis: up to 2**31 programs.)
-    row = tl.program_id(0) // num_blocks
-    blk = tl.program_id(0) % num_blocks
+    # With early exit the rows come alternately from the batch's front and back (see gumbel_tuning).
+    row, blk = program_row_and_block(tl.program_id(0), num_blocks, EARLY_EXIT)
     let_the_read_out_start(PDL)  # compiled single pass only: see gumbel_tuning
     slot = tl.load(mapping_ptr + row)  # whatever the mapping holds in this row: live, stale or -1
     offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
@@ -85,7 +86,7 @@ def gumbel_sample_kernel(
     if EARLY_EXIT and slot < 0:
         # A padded row's result is discarded: skip its memory traffic entirely, and leave a -inf
         # partial so the reduction still has a defined (unused) answer.
-        best, best_idx = float("-inf"), blk * BLOCK_V
+        best, best_idx = tl.full([], float("-inf"), tl.float32), blk * BLOCK_V
     else:
         # Row bases in int64 (scalar work, once per program); per-element offsets stay int32.
         row_logits = logits_ptr + row.to(tl.int64) * logits_stride

@@ -169,8 +169,9 @@ def headline(record: dict, min_elements: int = 256 * 151936) -> dict:
     return out
 
 
-def sweep_default_against_fastest(record: dict, block_v: int, num_warps: int, single_pass: bool) -> list[dict]:
-    """Per swept shape, the whole call of a configuration (the compiled default, say) beside the fastest
+def sweep_default_against_fastest(record: dict, default_block, single_pass: bool) -> list[dict]:
+    """Per swept shape, the whole call of the compiled default -- ``default_block(rows)`` gives its
+    (block size, warps), as :func:`labkit.kernels.gumbel_tuning.gpu_block` does -- beside the fastest
     whole call of any swept configuration, each as a share of the same-bytes copy's speed."""
     mode = "call_single_pass" if single_pass else "call_two_pass"
     shapes: dict[tuple[int, int], dict] = {}
@@ -179,8 +180,8 @@ def sweep_default_against_fastest(record: dict, block_v: int, num_warps: int, si
         for name, ms in c["ms"].items():
             if name.startswith("call_") and c["copy_ms"] / ms > entry["fastest"]:
                 entry.update(fastest=c["copy_ms"] / ms, fastest_config=(c["block_v"], c["num_warps"], name))
-        if (c["block_v"], c["num_warps"]) == (block_v, num_warps):
-            entry["default"] = c["copy_ms"] / c["ms"][mode]
+        if (c["block_v"], c["num_warps"]) == tuple(default_block(c["rows"])):
+            entry.update(default=c["copy_ms"] / c["ms"][mode], default_config=(c["block_v"], c["num_warps"]))
     return list(shapes.values())
 
 
