@@ -247,8 +247,8 @@ def render_race_mechanics(record: dict) -> str:
                            + f" in run {r['run']}" for r in real)
     return (
         f"  - at a toy vocabulary of {toy[0]['vocab']} (one vocabulary block per row, so one store decides a "
-        f"launch), the padded row's store landed last in {toy_lines}. How often it wins depends on the machine "
-        "and the run; never count on either row;\n"
+        f"launch), the padded row's store landed last in {toy_lines}. How often it wins changes from run to run "
+        "and with graph replay; never count on either row;\n"
         f"  - at a vocabulary of {REAL_VOCAB}"
         + (f" ({blocks['num_blocks']} blocks of {blocks['block_v']} per row)" if blocks else "")
         + f", no row won a whole launch in {_span([r['launches'] for r in real], '{:d}')} launches, in any run: "
@@ -269,10 +269,11 @@ def render_fix_cost(record: dict) -> str:
 
 def render_race_guide(record: dict) -> str:
     _, toy, real, _ = _race_parts(record)
-    toy = [r for r in toy if not r["graph"]]
     return ("*The race:* at a toy vocabulary one program stores a row's whole q, and each launch has one winner, "
-            "but which one depends on the machine and the run (the padded row won "
-            + " and ".join(f"{r['padded_share']:.0%} of the launches in run {r['run']}" for r in toy)
+            "but which one changes from launch to launch, and how often with the run and with graph replay (the "
+            "padded row won "
+            + ", ".join(f"{r['padded_share']:.0%} of the launches in run {r['run']}"
+                        + (" replayed from a graph" if r["graph"] else "") for r in toy)
             + f"); at {REAL_VOCAB} every vocab block races on its own, and the warps inside a block too, so q is a "
             f"patchwork of both rows ({_pct([r['padded_share'] for r in real])} from the padded row over the "
             "recorded runs). The fix removes the padded store rather than ordering it.")

@@ -27,11 +27,12 @@ MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (po
 
 # On a GPU each program's loads, arithmetic (a 32-bit hash and two logs per element) and stores must
 # overlap with other programs'. Small programs with 2 warps (16 or 32 elements per thread) pack many
-# to an SM. Below WIDE_BLOCK_FROM_ROWS rows, blocks of 1024 give the fastest whole call; from there
-# on, blocks of 2048 (half as many programs, each moving twice the bytes) do. The ``sweep`` section of
-# labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep) records every block size and warp
-# count with the whole call in one and in two passes at 64-512 rows (notebook 08 prints the default
-# beside the fastest per shape); the ``kernel`` section times the default at every size.
+# to an SM. In the ``sweep`` section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep:
+# every block size and warp count, the whole call in one and in two passes, at 64-512 rows), blocks of
+# 1024 give the faster whole call at 64 rows and blocks of 2048 (half as many programs, each moving
+# twice the bytes) at 512 rows; at 128-256 rows the two are within a point of each other (notebook 08
+# prints the default beside the fastest per shape). The default switches at WIDE_BLOCK_FROM_ROWS; the
+# ``kernel`` section times it at every size.
 GPU_BLOCK_V = 1024
 GPU_WIDE_BLOCK_V = 2048
 WIDE_BLOCK_FROM_ROWS = 256
