@@ -567,3 +567,33 @@ def test_compiled_a_steady_q_that_follows_the_guards_is_a_read(monkeypatch):
     seen = launch_triton(ReadsTheGuard(case, lambda n: False), case)
     assert [(a.buffer, a.row) for a in seen.reads] == [("temperature or seeds", None)]
     assert "(Seen by effect: draft_logits changed when only the memory before" in judge_launch(case, seen)
+
+
+@pytest.mark.parametrize("race_only", [True, False])
+def test_a_compiled_launchs_race_on_a_spilled_entry_is_not_taken_for_a_read_of_the_guards(monkeypatch, race_only):
+    """On a GPU the checker sees reads only by their effect, comparing launches with two guard sets (A B B
+    A). A kernel that stores past the vocabulary's end makes row s's last lane race row s + 1's first
+    entry; on the H200 that race once repeated within each pair and differed between them, and the
+    checker blamed a read of temperature[-1]. Simulated here, on any machine: the race alone (entry 0
+    of a row differs between the sets) is not a read; a whole row that differs (what a guard read of the
+    temperature does) still is."""
+    import labkit.workshop.launch_harness as harness
+
+    case = kernel_case(0, "cpu")
+    tokens_ref, q_ref = case.reference()
+    sets = iter([0, 1, 1, 0])
+
+    def fake_launch(kernel, case, temp, seeds, q, tokens):
+        q.view.copy_(q_ref)
+        tokens.copy_(tokens_ref)
+        if next(sets) == 1:  # guard set B
+            if race_only:
+                q.view[2, 0] = q_ref[1, -1] + 1.0  # the neighbour's spilled lane landed last
+            else:
+                q.view[2] = q_ref[2] * 2.0  # the row's q scaled by a temperature read from the guards
+
+    monkeypatch.setattr(backends, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(harness, "_grid_launch", fake_launch)
+    out = launch_triton(None, case)
+    assert out.reads_seen == "by effect"
+    assert (out.reads == []) == race_only, out.reads
