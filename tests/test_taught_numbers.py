@@ -244,3 +244,13 @@ def test_notebook_08_sets_the_compiled_default_beside_the_sweeps_fastest_whole_c
     one = "one pass" if SINGLE_PASS else "two passes"
     assert (f"({GPU_NUM_WARPS} warps, {one}, and blocks of {GPU_BLOCK_V} entries below {WIDE_BLOCK_FROM_ROWS} rows, "
             f"of {GPU_WIDE_BLOCK_V} from {WIDE_BLOCK_FROM_ROWS} rows up)") in text
+
+
+def test_vllm_maps_sentence_on_the_kits_block_names_the_codes_constants():
+    """docs/VLLM_MAP.md says which block the compiled kit launches and from how many rows it widens."""
+    from labkit.kernels.gumbel_tuning import DEFAULT_BLOCK_V, GPU_BLOCK_V, GPU_WIDE_BLOCK_V, WIDE_BLOCK_FROM_ROWS
+
+    text = " ".join(Path("docs/VLLM_MAP.md").read_text().split())
+    assert GPU_BLOCK_V == DEFAULT_BLOCK_V  # "the block is 1024 in both" (vLLM's and the kit's) below the switch
+    assert (f"The block is {GPU_BLOCK_V} in both below {WIDE_BLOCK_FROM_ROWS} rows; compiled, the kit takes "
+            f"blocks of {GPU_WIDE_BLOCK_V} from {WIDE_BLOCK_FROM_ROWS} rows up") in text

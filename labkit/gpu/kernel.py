@@ -31,7 +31,7 @@ from labkit.gpu.summary import fraction_line, fractions, targets_for
 from labkit.gpu.timing import graphed, measure, per_call
 from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample, hash_port_tensors
 from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
-from labkit.kernels.gumbel_tuning import launch_config
+from labkit.kernels.gumbel_tuning import launch_config, program_row_and_block
 from labkit.kernels.sampling_state import SamplingState
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -50,9 +50,12 @@ def _copy_kernel(src_ptr, dst_ptr, vocab, num_blocks, BLOCK_V: tl.constexpr, ROW
     traffic and nothing else. ROWS_FIRST runs the rows' block b together instead, as vLLM's grid
     (row, vocab block) orders its programs."""
     pid = tl.program_id(0)
-    num_rows = tl.num_programs(0) // num_blocks
-    row = (pid % num_rows if ROWS_FIRST else pid // num_blocks).to(tl.int64)
-    blk = pid // num_rows if ROWS_FIRST else pid % num_blocks
+    if ROWS_FIRST:
+        num_rows = tl.num_programs(0) // num_blocks
+        row, blk = pid % num_rows, pid // num_rows
+    else:  # the sampling kernel's own order, from the helper it uses
+        row, blk = program_row_and_block(pid, num_blocks, False)
+    row = row.to(tl.int64)
     offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = offs < vocab
     tl.store(dst_ptr + row * vocab + offs, tl.load(src_ptr + row * vocab + offs, mask=mask), mask=mask)
