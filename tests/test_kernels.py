@@ -91,6 +91,32 @@ def test_early_exit_kernel_matches_the_reference_and_skips_padded_rows(vocab, bl
     assert torch.all(t_e[~live] == 0), "a skipped row reduces to token 0"
 
 
+@pytest.mark.parametrize("early_exit,samples_per_req", [(False, 1), (False, 2), (True, 1), (True, 2)])
+def test_a_batch_launched_in_parts_samples_as_one_launch(monkeypatch, early_exit, samples_per_req):
+    """A batch with more rows than a grid's second axis holds launches in parts (each from its first
+    row): the same tokens, q and write trace as the torch reference. Parts of 3 rows here, so a part
+    can start on an odd row (the draft step comes from the row's place in the whole batch) and the
+    last part is shorter."""
+    from labkit.kernels import gumbel_tuning
+
+    monkeypatch.setattr(gumbel_tuning, "MAX_GRID_ROWS", 3)
+    assert gumbel_tuning.grid_parts(8) == [(0, 3), (3, 3), (6, 2)]
+    num_rows, vocab, M, k = 8, 1500, 12, 3
+    logits, mapping, temperature, seeds, positions = launch_case(4, num_rows, vocab, M, padded=2)
+    outs = []
+    for backend in (KERNEL_BACKEND, "torch"):
+        q = torch.full((M, k, vocab), 7.0, device=DEVICE)
+        trace = WriteTrace.empty(M, k, DEVICE)
+        tokens = gumbel_sample(logits, SamplingState(mapping, temperature, seeds, positions, q), draft_step=0,
+                               samples_per_req=samples_per_req, early_exit=early_exit, trace=trace, block_v=512,
+                               backend=backend)
+        outs.append((tokens.cpu(), q.cpu(), trace.writer.cpu(), trace.writes.cpu()))
+    (t_k, q_k, w_k, n_k), (t_t, q_t, w_t, n_t) = outs
+    assert torch.equal(t_k, t_t) and torch.equal(w_k, w_t) and torch.equal(n_k, n_t)
+    torch.testing.assert_close(q_k, q_t, **Q_TOL)
+    assert int((n_k == 1).sum()) == num_rows - 2  # every live row stored once, in its own (slot, step)
+
+
 def test_gumbel_greedy_rows_take_the_argmax_and_store_unscaled_logits():
     logits, mapping, temperature, seeds, positions = launch_case(3, 5, 300, greedy_slots=range(12))
     q = torch.zeros(12, 1, 300, device=DEVICE)

@@ -216,18 +216,12 @@ def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
 def test_notebook_08_sets_the_compiled_default_beside_the_sweeps_fastest_whole_call(gpu):
     """Notebook 08 prints, per swept shape, the default configuration's whole call (in the default pass
     mode) beside the fastest whole call of any configuration, and names the default in prose."""
-    from labkit.kernels.gumbel_tuning import (
-        GPU_BLOCK_V,
-        GPU_NUM_WARPS,
-        GPU_WIDE_BLOCK_V,
-        SINGLE_PASS,
-        WIDE_BLOCK_FROM_ROWS,
-        gpu_block,
-    )
+    from labkit.kernels.gumbel_tuning import GPU_BLOCK_V, GPU_NUM_WARPS, SINGLE_PASS
     from labkit.viz.gpu_records import sweep_default_against_fastest
 
     default_call = "call_single_pass" if SINGLE_PASS else "call_two_pass"
-    rows = {(e["rows"], e["vocab"]): e for e in sweep_default_against_fastest(gpu, gpu_block, SINGLE_PASS)}
+    default = (GPU_BLOCK_V, GPU_NUM_WARPS)
+    rows = {(e["rows"], e["vocab"]): e for e in sweep_default_against_fastest(gpu, default, SINGLE_PASS)}
     assert rows and all("default" in e for e in rows.values()), "the sweep measures the default everywhere"
     for c in gpu["sweep"]["configs"]:
         e = rows[(c["rows"], c["vocab"])]
@@ -235,22 +229,22 @@ def test_notebook_08_sets_the_compiled_default_beside_the_sweeps_fastest_whole_c
         assert max(calls.values()) <= e["fastest"]  # no configuration is faster than "the fastest"
         if (c["block_v"], c["num_warps"], max(calls, key=calls.get)) == e["fastest_config"]:
             assert max(calls.values()) == e["fastest"]
-        if (c["block_v"], c["num_warps"]) == gpu_block(c["rows"]):
-            assert e["default"] == calls[default_call] and e["default_config"] == gpu_block(c["rows"])
-    # The sweep covers both sides of the row count where the default block widens.
-    assert {r < WIDE_BLOCK_FROM_ROWS for r, _ in rows} == {True, False}
+        if (c["block_v"], c["num_warps"]) == default:
+            assert e["default"] == calls[default_call] and e["default_config"] == default
+    # The sweep measures the default from 64 to 512 rows, which "at every row count" stands on.
+    assert {r for r, _ in rows} >= {64, 128, 256, 512}
     # Tolerance: none. The sentence names the default the code launches.
     text = " ".join(_markdown("notebooks/08_appendix_kernel_engineering.ipynb").split())
     one = "one pass" if SINGLE_PASS else "two passes"
-    assert (f"({GPU_NUM_WARPS} warps, {one}, and blocks of {GPU_BLOCK_V} entries below {WIDE_BLOCK_FROM_ROWS} rows, "
-            f"of {GPU_WIDE_BLOCK_V} from {WIDE_BLOCK_FROM_ROWS} rows up)") in text
+    assert f"({GPU_NUM_WARPS} warps, {one}, and blocks of {GPU_BLOCK_V} entries at every row count)" in text
 
 
 def test_vllm_maps_sentence_on_the_kits_block_names_the_codes_constants():
-    """docs/VLLM_MAP.md says which block the compiled kit launches and from how many rows it widens."""
-    from labkit.kernels.gumbel_tuning import DEFAULT_BLOCK_V, GPU_BLOCK_V, GPU_WIDE_BLOCK_V, WIDE_BLOCK_FROM_ROWS
+    """docs/VLLM_MAP.md says which block the kit launches, and from how many rows it launches in parts."""
+    from labkit.kernels.gumbel_tuning import DEFAULT_BLOCK_V, GPU_BLOCK_V, GPU_NUM_WARPS, MAX_GRID_ROWS
 
     text = " ".join(Path("docs/VLLM_MAP.md").read_text().split())
-    assert GPU_BLOCK_V == DEFAULT_BLOCK_V  # "the block is 1024 in both" (vLLM's and the kit's) below the switch
-    assert (f"The block is {GPU_BLOCK_V} in both below {WIDE_BLOCK_FROM_ROWS} rows; compiled, the kit takes "
-            f"blocks of {GPU_WIDE_BLOCK_V} from {WIDE_BLOCK_FROM_ROWS} rows up") in text
+    assert GPU_BLOCK_V == DEFAULT_BLOCK_V  # "on both backends": the interpreter's and the compiled kit's block
+    assert (f"On both backends the block is {GPU_BLOCK_V}, as in vLLM, at every row count; compiled, the kit "
+            f"runs it with {GPU_NUM_WARPS} warps") in text
+    assert f"CUDA caps a grid's second axis at {MAX_GRID_ROWS}, so a bigger batch launches in parts" in text

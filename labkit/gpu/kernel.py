@@ -45,16 +45,14 @@ STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the
 
 
 @triton.jit
-def _copy_kernel(src_ptr, dst_ptr, vocab, num_blocks, BLOCK_V: tl.constexpr, ROWS_FIRST: tl.constexpr):
-    """A copy on the sampling kernel's grid (a row's blocks are consecutive programs): its memory
-    traffic and nothing else. ROWS_FIRST runs the rows' block b together instead, as vLLM's grid
-    (row, vocab block) orders its programs."""
-    pid = tl.program_id(0)
+def _copy_kernel(src_ptr, dst_ptr, vocab, BLOCK_V: tl.constexpr, ROWS_FIRST: tl.constexpr):
+    """A copy on the sampling kernel's grid, (vocab blocks, rows), in which a row's blocks are
+    consecutive programs: its memory traffic and nothing else. ROWS_FIRST takes vLLM's grid, (rows,
+    vocab blocks), instead, which runs every row's block b together."""
     if ROWS_FIRST:
-        num_rows = tl.num_programs(0) // num_blocks
-        row, blk = pid % num_rows, pid // num_rows
+        row, blk = tl.program_id(0), tl.program_id(1)
     else:  # the sampling kernel's own order, from the helper it uses
-        row, blk = program_row_and_block(pid, num_blocks, False)
+        row, blk = program_row_and_block(0, False)
     row = row.to(tl.int64)
     offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = offs < vocab
@@ -70,8 +68,8 @@ def _triton_copy(rows: int, vocab: int, rows_first: bool = False):
     blocks = triton.cdiv(vocab, cfg["block_v"])
 
     def copy() -> None:
-        _copy_kernel[(rows * blocks,)](src, dst, vocab, blocks, BLOCK_V=cfg["block_v"], ROWS_FIRST=rows_first,
-                                       num_warps=cfg["num_warps"])
+        grid = (rows, blocks) if rows_first else (blocks, rows)
+        _copy_kernel[grid](src, dst, vocab, BLOCK_V=cfg["block_v"], ROWS_FIRST=rows_first, num_warps=cfg["num_warps"])
 
     copy.keep_alive = (src, dst)
     return copy

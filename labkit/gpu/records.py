@@ -79,8 +79,6 @@ def provenance(command: str) -> dict:
         "command": command,
         **_git(),
         "kernel_defaults": {"block_v": tuning.GPU_BLOCK_V, "num_warps": tuning.GPU_NUM_WARPS,
-                            "wide_block_v": tuning.GPU_WIDE_BLOCK_V,
-                            "wide_block_from_rows": tuning.WIDE_BLOCK_FROM_ROWS,
                             "fast_math": tuning.GPU_FAST_MATH, "single_pass": tuning.SINGLE_PASS,
                             "dependent_launch": tuning.DEPENDENT_LAUNCH},
         "timing": TIMING_NOTE,

@@ -45,6 +45,7 @@ from labkit.kernels.gumbel_tuning import (
     block_argmax,
     check_tuning,
     dependent_launch_on,
+    grid_parts,
     let_the_read_out_start,
     packed_best,
     program_row_and_block,
@@ -65,7 +66,7 @@ def gumbel_sample_kernel(
     q_ptr, q_stride_slot, q_stride_step,  # draft_logits [max_num_reqs, k, V], slot-indexed
     block_max_ptr, block_idx_ptr, num_blocks,  # partials [num_rows, num_blocks] (single pass: packed in block_idx)
     writer_ptr, writes_ptr, trace_stride_slot,  # [max_num_reqs, k] int32 write trace
-    vocab_size, draft_step, salt,
+    vocab_size, draft_step, salt, row_start,
     BLOCK_V: tl.constexpr,
     SAMPLES_PER_REQ: tl.constexpr,
     STORE_Q: tl.constexpr,
@@ -74,18 +75,20 @@ def gumbel_sample_kernel(
     TRACE: tl.constexpr,
     FAST_MATH: tl.constexpr = 0, SINGLE_PASS: tl.constexpr = 0, PDL: tl.constexpr = 0,
 ):
-    # A row's blocks are consecutive programs: a GPU starts programs in order, so they run side by
-    # side and the launch streams through memory as a copy does. (One grid axis: up to 2**31 programs.)
-    # With early exit the rows come alternately from the batch's front and back (see gumbel_tuning).
-    row, blk = program_row_and_block(tl.program_id(0), num_blocks, EARLY_EXIT)
+    # The grid is (vocab blocks, rows): a row's blocks are consecutive programs, which a GPU runs side
+    # by side. With early exit the rows come alternately from the batch's front and back (see gumbel_tuning).
+    row, blk = program_row_and_block(row_start, EARLY_EXIT)
     let_the_read_out_start(PDL)  # compiled single pass only: see gumbel_tuning
     slot = tl.load(mapping_ptr + row)  # whatever the mapping holds in this row: live, stale or -1
+    # The row's position is read here, not where the noise needs it: a load placed after the
+    # temperature's branch is issued only once the slot and then the temperature have arrived.
+    pos = tl.load(pos_ptr + row)
     offs = blk * BLOCK_V + tl.arange(0, BLOCK_V)
     in_vocab = offs < vocab_size
     step = draft_step + row % SAMPLES_PER_REQ
     if EARLY_EXIT and slot < 0:
-        # A padded row's result is discarded: skip its memory traffic entirely, and leave a -inf
-        # partial so the reduction still has a defined (unused) answer.
+        # A padded row's result is discarded: skip its logits and its store (all but a few bytes
+        # of its traffic), and leave a -inf partial so the reduction still has a defined (unused) answer.
         best, best_idx = tl.full([], float("-inf"), tl.float32), blk * BLOCK_V
     else:
         # Row bases in int64 (scalar work, once per program); per-element offsets stay int32.
@@ -101,7 +104,7 @@ def gumbel_sample_kernel(
                      mask=q_store_mask(in_vocab, offs, slot, MASK_PADDING))
         scores = scaled
         if temp != 0.0:
-            scores = scaled + gumbel(row_key(seed, tl.load(pos_ptr + row), salt), offs, FAST_MATH)
+            scores = scaled + gumbel(row_key(seed, pos, salt), offs, FAST_MATH)
         # The block's max and the first index holding it, as torch.argmax picks: a NaN score (NaN
         # logits or temperature) counts as +inf, as in the torch reference, and a lane past the
         # vocabulary never wins (a negative temperature would turn its -inf into +inf): whatever
@@ -288,33 +291,32 @@ def _launcher(logits, state: SamplingState, *, draft_step, samples_per_req, mask
     writer = trace.writer if trace is not None else block_idx
     writes = trace.writes if trace is not None else block_idx
     tokens = torch.empty(num_rows, dtype=torch.int64, device=device) if single_pass else block_idx
-    kernel = gumbel_sample_kernel[(num_rows * num_blocks,)]
+    parts = [(start, gumbel_sample_kernel[(num_blocks, rows)]) for start, rows in grid_parts(num_rows)]
     read_tokens = row_tokens_kernel[(num_rows,)]
     chunk = min(1024, triton.next_power_of_2(num_blocks))
     early = {"launch_pdl": True} if pdl else {}  # the read-out may start before the kernel ends
 
     def launch() -> None:
-        if num_rows == 0:
-            return
-        kernel(
-            logits, logits.stride(0),
-            state.idx_mapping, state.temperature, state.seeds, state.positions,
-            q, q_strides[0], q_strides[1],
-            block_max, block_idx, num_blocks,
-            writer, writes, writer.stride(0),
-            vocab, draft_step, SALT_DRAFT,
-            BLOCK_V=block_v,
-            SAMPLES_PER_REQ=samples_per_req,
-            STORE_Q=store_q,
-            MASK_PADDING=masked,
-            EARLY_EXIT=early_exit,
-            TRACE=trace is not None,
-            FAST_MATH=cfg["fast_math"],
-            SINGLE_PASS=single_pass,
-            PDL=pdl,
-            num_warps=cfg["num_warps"],
-        )
-        if single_pass:
+        for row_start, kernel in parts:  # one part, unless the batch has more than MAX_GRID_ROWS rows
+            kernel(
+                logits, logits.stride(0),
+                state.idx_mapping, state.temperature, state.seeds, state.positions,
+                q, q_strides[0], q_strides[1],
+                block_max, block_idx, num_blocks,
+                writer, writes, writer.stride(0),
+                vocab, draft_step, SALT_DRAFT, row_start,
+                BLOCK_V=block_v,
+                SAMPLES_PER_REQ=samples_per_req,
+                STORE_Q=store_q,
+                MASK_PADDING=masked,
+                EARLY_EXIT=early_exit,
+                TRACE=trace is not None,
+                FAST_MATH=cfg["fast_math"],
+                SINGLE_PASS=single_pass,
+                PDL=pdl,
+                num_warps=cfg["num_warps"],
+            )
+        if single_pass and num_rows:
             read_tokens(block_idx, tokens, num_blocks, CHUNK=chunk, PDL=pdl, num_warps=1, **early)
 
     def finish() -> torch.Tensor:

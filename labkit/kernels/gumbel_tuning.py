@@ -26,17 +26,17 @@ DEFAULT_BLOCK_V = 1024
 MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (powers of two)
 
 # On a GPU each program's loads, arithmetic (a 32-bit hash and two logs per element) and stores must
-# overlap with other programs'. Small programs with 2 warps (16 or 32 elements per thread) pack many
-# to an SM. In the ``sweep`` section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep:
-# every block size and warp count, the whole call in one and in two passes, at 64-512 rows), blocks of
-# 1024 give the faster whole call at 64 rows and blocks of 2048 (half as many programs, each moving
-# twice the bytes) at 512 rows; at 128-256 rows the two are within a point of each other (notebook 08
-# prints the default beside the fastest per shape). The default switches at WIDE_BLOCK_FROM_ROWS; the
-# ``kernel`` section times it at every size.
+# overlap with other programs'. Small programs with 2 warps (16 elements per thread) pack many to an
+# SM. The ``sweep`` section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep: every
+# block size and warp count, the whole call in one and in two passes, at 64-512 rows) is what chose
+# them; notebook 08 prints this default beside the fastest configuration per shape, and the
+# ``kernel`` section times it at every size. (Until the kernel took its row from the grid's second
+# axis instead of dividing its program id, blocks of 2048 were the faster whole call from 256 rows:
+# the runs under ``superseded``.)
 GPU_BLOCK_V = 1024
-GPU_WIDE_BLOCK_V = 2048
-WIDE_BLOCK_FROM_ROWS = 256
 GPU_NUM_WARPS = 2
+# CUDA caps a grid's second axis, the kernel's rows, at 65535: bigger batches launch in parts.
+MAX_GRID_ROWS = 65535
 # The fast-math level of compiled kernels (levels: labkit/kernels/fast_math.py; the interpreter
 # always runs level 0).
 GPU_FAST_MATH = 2
@@ -56,7 +56,7 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
 
     In the interpreter (and for the torch backend's reference semantics) the kernel keeps its
     teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it
-    takes the block of :func:`gpu_block` for `num_rows` (or the vocabulary's power of two, if smaller),
+    takes blocks of GPU_BLOCK_V (or the vocabulary's power of two, if smaller) with GPU_NUM_WARPS,
     fast math and the single pass, its read-out launched early (``pdl``) where the launch's GPU allows it.
     """
     if interpreted is None:
@@ -64,16 +64,9 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     pow2 = max(MIN_BLOCK_V, 1 << max(0, (vocab - 1).bit_length()))
     if interpreted:
         return dict(block_v=min(DEFAULT_BLOCK_V, pow2), num_warps=4, fast_math=0, single_pass=False, pdl=False)
-    block_v, num_warps = gpu_block(num_rows)
-    block_v = min(block_v, pow2)
-    return dict(block_v=block_v, num_warps=min(num_warps, warps_for(block_v)), fast_math=GPU_FAST_MATH,
+    block_v = min(GPU_BLOCK_V, pow2)
+    return dict(block_v=block_v, num_warps=min(GPU_NUM_WARPS, warps_for(block_v)), fast_math=GPU_FAST_MATH,
                 single_pass=SINGLE_PASS, pdl=DEPENDENT_LAUNCH)
-
-
-def gpu_block(num_rows: int) -> tuple[int, int]:
-    """(block size, warps) of a compiled launch of `num_rows` rows, before the vocabulary caps the block."""
-    wide = num_rows >= WIDE_BLOCK_FROM_ROWS
-    return (GPU_WIDE_BLOCK_V if wide else GPU_BLOCK_V), GPU_NUM_WARPS
 
 
 def dependent_launch_on(device: torch.device) -> bool:
@@ -122,26 +115,34 @@ def resolve_config(num_rows, vocab, block_v=None, num_warps=None, fast_math=None
 
 
 @triton.jit
-def program_row_and_block(pid, num_blocks, ALTERNATE_ROWS: tl.constexpr):
-    """The (row, vocab block) a program samples: a row's blocks are consecutive programs, and with
-    `ALTERNATE_ROWS` the rows come from the front and the back of the batch in turn (0, R-1, 1, R-2, ...).
+def program_row_and_block(row_start, ALTERNATE_ROWS: tl.constexpr):
+    """The (row, vocab block) a program samples, on a grid of (vocab blocks, rows from `row_start`).
 
-    The sampling kernel alternates only with early exit. A padded row then costs a program almost
-    nothing, but a GPU still starts each of its programs, and a batch is padded at its end: in row
-    order every quick program would come after the last slow one, with nothing left to overlap, and
-    early exit saved almost nothing (the half-padded runs of the ``kernel`` sections in
+    A GPU starts programs in the order of the grid's first axis, then its second: a row's blocks run
+    side by side, and the launch streams through memory as a copy does. The row comes from the
+    second axis rather than from dividing a one-axis program id: a division by a run-time block
+    count costs every program about two dozen instructions before it can address its row.
+
+    With `ALTERNATE_ROWS` the rows come from the front and the back of the launch in turn (0, R-1,
+    1, R-2, ...). The sampling kernel alternates only with early exit. A padded row then costs a
+    program almost nothing, but a GPU still starts each of its programs, and a batch is padded at its
+    end: in row order every quick program would come after the last slow one, with nothing left to
+    overlap, and early exit saved almost nothing (the half-padded runs of the ``kernel`` sections in
     labkit/data/gpu/h200.json, the superseded one in row order; notebook 04 prints both). Early exit
     runs only masked, where padded rows store nothing and live rows hold distinct (slot, step)
     places, so the order changes no result; the kernel before the fix keeps row order, in which
     padded rows run after the live ones, as in vLLM's grid."""
-    i = pid // num_blocks
-    blk = pid % num_blocks
+    blk = tl.program_id(0)
+    i = tl.program_id(1)
     if ALTERNATE_ROWS:
-        num_rows = tl.num_programs(0) // num_blocks
-        row = tl.where(i % 2 == 0, i // 2, num_rows - 1 - i // 2)
-    else:
-        row = i
-    return row, blk
+        i = tl.where(i % 2 == 0, i // 2, tl.num_programs(1) - 1 - i // 2)
+    return row_start + i, blk
+
+
+def grid_parts(num_rows: int):
+    """(first row, rows) of each launch a batch of `num_rows` rows takes: one, unless the batch has
+    more rows than a grid's second axis holds (MAX_GRID_ROWS)."""
+    return [(start, min(MAX_GRID_ROWS, num_rows - start)) for start in range(0, num_rows, MAX_GRID_ROWS)]
 
 
 @triton.jit

@@ -169,10 +169,10 @@ def headline(record: dict, min_elements: int = 256 * 151936) -> dict:
     return out
 
 
-def sweep_default_against_fastest(record: dict, default_block, single_pass: bool) -> list[dict]:
-    """Per swept shape, the whole call of the compiled default -- ``default_block(rows)`` gives its
-    (block size, warps), as :func:`labkit.kernels.gumbel_tuning.gpu_block` does -- beside the fastest
-    whole call of any swept configuration, each as a share of the same-bytes copy's speed."""
+def sweep_default_against_fastest(record: dict, default_config: tuple[int, int], single_pass: bool) -> list[dict]:
+    """Per swept shape, the whole call of the compiled default -- `default_config` is its (block size,
+    warps), ``(GPU_BLOCK_V, GPU_NUM_WARPS)`` in :mod:`labkit.kernels.gumbel_tuning` -- beside the
+    fastest whole call of any swept configuration, each as a share of the same-bytes copy's speed."""
     mode = "call_single_pass" if single_pass else "call_two_pass"
     shapes: dict[tuple[int, int], dict] = {}
     for c in record.get("sweep", {}).get("configs", []):
@@ -180,7 +180,7 @@ def sweep_default_against_fastest(record: dict, default_block, single_pass: bool
         for name, ms in c["ms"].items():
             if name.startswith("call_") and c["copy_ms"] / ms > entry["fastest"]:
                 entry.update(fastest=c["copy_ms"] / ms, fastest_config=(c["block_v"], c["num_warps"], name))
-        if (c["block_v"], c["num_warps"]) == tuple(default_block(c["rows"])):
+        if (c["block_v"], c["num_warps"]) == tuple(default_config):
             entry.update(default=c["copy_ms"] / c["ms"][mode], default_config=(c["block_v"], c["num_warps"]))
     return list(shapes.values())
 
