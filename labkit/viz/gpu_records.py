@@ -241,19 +241,27 @@ def _check_race_entry(entry: dict) -> None:
         raise LabkitInputError(f"{where}: rows must be [live_row, padded_row], got {entry['rows']}")
 
 
-def race_runs(record: dict) -> list[dict]:
+def race_runs(record: dict, include_superseded: bool = False) -> list[dict]:
     """Every recorded race outcome, one entry per (run, vocabulary, eager or graph), in one form:
     run 1 is section "race" (whole-launch counts), run 2 section "race_blocks" (per block too).
 
     Each entry: run, section, vocab, graph, launches, padded_won, live_won, mixed, padded_share (the
-    share of q's elements that came from the padded row, over all launches), provenance."""
+    share of q's elements that came from the padded row, over all launches), provenance, superseded
+    (False for the record's current runs). `include_superseded` adds the runs that re-measurements
+    replaced, each with its own provenance; runs of one vocabulary, run and mode go oldest first."""
     out = []
+    if include_superseded:
+        for section in ("race", "race_blocks"):
+            for old in superseded(record, section):
+                for run in race_runs({section: old["data"],
+                                      "section_provenance": {section: old["provenance"] or {}}}):
+                    out.append(run | {"superseded": True})
     for key, r in (record.get("race") or {}).items():
         if isinstance(r, dict) and "launches" in r:
             out.append({"run": 1, "section": "race", "key": key, "vocab": r["vocab"], "graph": r["graph"],
                         "launches": r["launches"], "padded_won": r["padded_row_won"], "live_won": r["live_row_won"],
                         "mixed": r["mixed"], "padded_share": r["padded_share_of_elements"],
-                        "provenance": section_provenance(record, "race")})
+                        "provenance": section_provenance(record, "race"), "superseded": False})
     if record.get("race_blocks"):
         for e in race_block_entries(record):
             won = e["whole_launch_wins"]
@@ -261,5 +269,5 @@ def race_runs(record: dict) -> list[dict]:
                         "graph": bool(e.get("graph")), "launches": e["launches"], "padded_won": won["padded"],
                         "live_won": won["live"], "mixed": e["launches"] - won["padded"] - won["live"],
                         "padded_share": sum(e["padded_share_per_launch"]) / e["launches"],
-                        "provenance": section_provenance(record, "race_blocks")})
-    return sorted(out, key=lambda x: (-x["vocab"], x["run"], x["graph"]))
+                        "provenance": section_provenance(record, "race_blocks"), "superseded": False})
+    return sorted(out, key=lambda x: (-x["vocab"], x["run"], x["graph"], str(x["provenance"].get("date", ""))))

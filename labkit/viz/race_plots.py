@@ -74,7 +74,7 @@ def _run_label(run: dict) -> str:
     machine = run["provenance"].get("machine", "").replace("lent nvidia-h200 ", "")
     when = str(run["provenance"].get("date", ""))[:10]
     return (f"V={run['vocab']}, run {run['run']}{' (graph)' if run['graph'] else ''}\n{when}"
-            f"{', ' + machine if machine else ''}")
+            f"{', ' + machine if machine else ''}{chr(10) + 'superseded' if run.get('superseded') else ''}")
 
 
 def _draw_runs(ax, runs: list[dict]) -> None:
@@ -93,8 +93,8 @@ def _draw_runs(ax, runs: list[dict]) -> None:
     ax.set_yticks(y, [_run_label(r) for r in runs], fontsize=legible(8, ax.figure))
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of q's elements from each row, over all launches (%)")
-    ax.set_title("every recorded run: run 1 = section race (whole-launch counts only), run 2 = section "
-                 "race_blocks (the panels above)", fontsize=9)
+    ax.set_title("every recorded run, superseded ones too: run 1 = section race (whole-launch counts), "
+                 "run 2 = section race_blocks (panels above)", fontsize=9)
 
 
 def plot_race_blocks(record: dict, vocab: int | None = None) -> Figure:
@@ -104,9 +104,9 @@ def plot_race_blocks(record: dict, vocab: int | None = None) -> Figure:
         entries = [e for e in entries if e["vocab"] == vocab]
         if not entries:
             raise LabkitInputError(f"vocab: the record has no race_blocks entry at vocab {vocab}")
-    runs = [r for r in race_runs(record) if vocab is None or r["vocab"] == vocab]
-    fig = Figure(figsize=(11.0, 1.6 + 2.9 * len(entries) + 0.55 * len(runs)), layout="constrained")
-    outer = fig.add_gridspec(len(entries) + 1, 3, height_ratios=[2.9] * len(entries) + [0.55 * len(runs) + 0.4])
+    runs = [r for r in race_runs(record, include_superseded=True) if vocab is None or r["vocab"] == vocab]
+    fig = Figure(figsize=(11.0, 1.6 + 2.9 * len(entries) + 0.65 * len(runs)), layout="constrained")
+    outer = fig.add_gridspec(len(entries) + 1, 3, height_ratios=[2.9] * len(entries) + [0.65 * len(runs) + 0.4])
     grid = [[fig.add_subplot(outer[i, j]) for j in range(3)] for i in range(len(entries))]
     summary = fig.add_subplot(outer[len(entries), :])
     for axes, entry in zip(grid, entries, strict=True):
