@@ -31,8 +31,8 @@ MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (po
 # block size and warp count, the whole call in one and in two passes, at 64-512 rows) is what chose
 # them; notebook 08 prints this default beside the fastest configuration per shape, and the
 # ``kernel`` section times it at every size. (Until the kernel took its row from the grid's second
-# axis instead of dividing its program id, blocks of 2048 were the faster whole call from 256 rows:
-# the runs under ``superseded``.)
+# axis instead of dividing its program id, blocks of 2048 were as fast or faster from 256 rows, and
+# the default switched to them there: the runs under ``superseded``.)
 GPU_BLOCK_V = 1024
 GPU_NUM_WARPS = 2
 # CUDA caps a grid's second axis, the kernel's rows, at 65535: bigger batches launch in parts.
@@ -58,6 +58,7 @@ def launch_config(num_rows: int, vocab: int, *, interpreted: bool | None = None)
     teaching configuration: blocks of 1024, exact libdevice math, the reduction in torch. Compiled, it
     takes blocks of GPU_BLOCK_V (or the vocabulary's power of two, if smaller) with GPU_NUM_WARPS,
     fast math and the single pass, its read-out launched early (``pdl``) where the launch's GPU allows it.
+    The row count changes none of this today; it stays an argument because the sweep measures per shape.
     """
     if interpreted is None:
         interpreted = _backend.KERNELS_INTERPRETED
