@@ -66,9 +66,9 @@ def _triton_copy(rows: int, vocab: int, rows_first: bool = False):
     src = torch.empty(rows, vocab, device="cuda").normal_()
     dst = torch.empty_like(src)
     blocks = triton.cdiv(vocab, cfg["block_v"])
+    grid = (rows, blocks) if rows_first else (blocks, rows)
 
     def copy() -> None:
-        grid = (rows, blocks) if rows_first else (blocks, rows)
         _copy_kernel[grid](src, dst, vocab, BLOCK_V=cfg["block_v"], ROWS_FIRST=rows_first, num_warps=cfg["num_warps"])
 
     copy.keep_alive = (src, dst)
