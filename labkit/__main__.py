@@ -1,4 +1,4 @@
-"""Command line: `python -m labkit repro | info | figures | student-edition | agenda | docs`."""
+"""Command line: `python -m labkit repro | info | figures | student-edition | agenda | docs | audit-vllm`."""
 
 from __future__ import annotations
 
@@ -77,6 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
     agenda.add_argument("--record", default=None, help="a notebook_times.json (default: the one the kit ships)")
     agenda.add_argument("--write", nargs="?", const="docs/INSTRUCTOR_GUIDE.md", default=None,
                         help="render them into this document between its markers (default: %(const)s)")
+    audit = sub.add_parser(
+        "audit-vllm", help="run a vLLM tree's own Gumbel sampling kernel in the stale-padding scenario",
+        description="Load vllm/v1/worker/gpu/sample/gumbel.py from a vLLM installation or source tree (without "
+                    "importing the rest of vLLM), run it with a padded row holding a live slot and one holding -1, "
+                    "with guard memory around every slot-indexed buffer, and say whether the kernel masks padded "
+                    "rows and whether stale slots still corrupt live requests' q; also read whether the tree's "
+                    "speculator fills the padded rows of idx_mapping with -1.")
+    audit.add_argument("--vllm", default=None, metavar="PATH",
+                       help="a vLLM source tree, installation (site-packages or its vllm/ folder) or the folder "
+                            "of extracted release files (default: the installed vllm)")
+    audit.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
+    audit.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
+                       help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
+                            "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
     student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
     student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
     student.add_argument("--out", default="student", help="output folder (default: student)")
@@ -203,8 +217,16 @@ def _docs(args) -> int:
     return 0
 
 
-COMMANDS = {"repro": _repro, "info": _info, "figures": _figures, "student-edition": _student_edition,
-            "agenda": _agenda, "docs": _docs}
+def _audit_vllm(args) -> int:
+    from labkit.upstream.report import audit_tree
+
+    result = audit_tree(args.vllm)
+    print(json.dumps(result.to_json(), indent=1) if args.json else "\n".join(result.lines()))
+    return 0 if result.complete else 1
+
+
+COMMANDS = {"audit-vllm": _audit_vllm, "repro": _repro, "info": _info, "figures": _figures,
+            "student-edition": _student_edition, "agenda": _agenda, "docs": _docs}
 
 
 def _optional_requirements() -> dict[str, list[str]]:
@@ -262,6 +284,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "backend", None) is None:  # a command that runs no kernels
         return _run(args.command, args)
+    if args.command == "audit-vllm" and args.backend == "auto":  # vLLM's kernel is Triton: never 'torch'
+        compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
+        args.backend = "triton" if compiled else "interpreter"
     try:
         name = _backend_for(args.backend)
     except UsageError as err:
