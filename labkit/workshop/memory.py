@@ -141,7 +141,9 @@ def recording(plain: dict[str, torch.Tensor], guarded: list[Guarded]):
 
     def note(kind, ptrs, mask):
         ptr = np.asarray(ptrs.data).reshape(-1)
-        live = np.broadcast_to(np.asarray(mask.data), np.asarray(ptrs.data).shape).reshape(-1)
+        # astype(bool): a mask built as `block_mask & scalar` can arrive as int32, and an integer
+        # array would index lanes instead of selecting them
+        live = np.broadcast_to(np.asarray(mask.data).astype(bool), np.asarray(ptrs.data).shape).reshape(-1)
         row = int(builder.grid_idx[0]) if builder.grid_idx is not None else None
         for address in np.unique(ptr[live]):
             where = addresses.locate(int(address))
