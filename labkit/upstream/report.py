@@ -61,8 +61,8 @@ class TreeAudit:
         yes = {True: "yes", False: "no"}
         check = [f"the kit's {name} kernel in the same scenario: masks padded rows {yes[v.masks_padded_rows]}, "
                  f"stale slots corrupt {yes[v.stale_slots_corrupt]}" for name, v in self.calibration.items()]
-        return head + body + self.speculator.lines() + ["calibration (the scenario tells the two kinds apart):"] + \
-            [f"  {c}" for c in check]
+        calibration = ["calibration (the scenario tells the two kinds apart):"] + [f"  {c}" for c in check]
+        return head + body + self.speculator.lines() + (calibration if check else [])
 
 
 def calibrate() -> dict[str, KernelVerdict]:
@@ -77,6 +77,6 @@ def audit_tree(path: str | Path | None = None) -> TreeAudit:
     try:
         api = identify(module)
     except UnknownKernelApi as err:
-        return TreeAudit(provenance, None, None, str(err), read_speculators(root), calibrate())
+        return TreeAudit(provenance, None, None, str(err), read_speculators(root), {})  # nothing to compare
     verdict = audit_sampler(vllm_sampler(module, api))
     return TreeAudit(provenance, api.name, verdict, None, read_speculators(root), calibrate())

@@ -1,0 +1,224 @@
+"""`python -m labkit audit-vllm` on real vLLM releases, fetched from the registry at test time.
+
+The releases are named once, in labkit.upstream.releases. Their files are fetched with pip into
+build/vllm-trees/ (cached: a second run downloads nothing) and never committed. What each
+release's verdicts must be is not written here: the command runs the kit's own unmasked and masked
+kernels in the same scenario (its calibration), and each release must match one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from labkit.upstream import releases
+from labkit.upstream.fetch import TREES, FetchError, cached, fetch_release
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL_FILE = "vllm/v1/worker/gpu/sample/gumbel.py"
+
+
+def _index_url() -> str:
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"].split()[0]
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "https://pypi.org/simple/"
+
+
+def _registry_unreachable() -> str | None:
+    url = _index_url().rstrip("/") + "/vllm/"
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=15).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError) as err:
+        return f"the package registry ({url}) is not reachable from here: {err}"
+    return None
+
+
+def _tree(version: str) -> Path:
+    if cached(version):
+        return cached(version)
+    try:
+        return fetch_release(version, timeout_s=60)
+    except FetchError as err:
+        reason = _registry_unreachable()
+        if reason:
+            pytest.skip(f"vllm=={version} cannot be fetched: {reason}")
+        raise AssertionError(f"{err}\n{err.pip_output}") from err
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[str, Path]:
+    return {v: _tree(v) for v in releases.RELEASES}
+
+
+def _audit(*args: str, env_backend: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
+    if env_backend:
+        env["LABKIT_BACKEND"] = env_backend
+    return subprocess.run([sys.executable, "-m", "labkit", "audit-vllm", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def audits(trees) -> dict[str, dict]:
+    out = {}
+    for version, tree in trees.items():
+        done = _audit("--vllm", str(tree), "--json", "--backend", "interpreter")
+        assert done.returncode == 0, done.stderr
+        out[version] = json.loads(done.stdout)
+    return out
+
+
+def _shape(kernel: dict) -> dict:
+    """What must match between a release and the kit's kernel of the same kind: the verdicts, which
+    live records the stale row changed, and each access outside a buffer (kind, buffer, index)."""
+    return {"masks": kernel["kernel_masks_padded_rows"], "corrupt": kernel["stale_slots_still_corrupt"],
+            "stale_changed": sorted(kernel["stale"]["live_records_changed"]),
+            "filled_changed": sorted(kernel["filled"]["live_records_changed"]),
+            "outside": sorted((a["kind"], a["buffer"], a["index"]) for a in kernel["filled"]["out_of_bounds"])}
+
+
+def test_the_fetched_files_are_the_few_the_audit_reads(trees):
+    for version, tree in trees.items():
+        record = json.loads((tree / "FETCHED_FROM.json").read_text())
+        assert record["version"] == version and len(record["wheel_sha256"]) == 64
+        files = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}
+        assert files == set(record["files"]) | {"FETCHED_FROM.json"}
+        assert KERNEL_FILE in files and len(files) < 80
+        assert not list(TREES.glob(f".wheel-{version}-*")) and not list(tree.rglob("*.whl"))
+
+
+def test_a_second_fetch_downloads_nothing(trees, monkeypatch):
+    def no_pip(*a, **k):
+        raise AssertionError("pip was called for a cached release")
+
+    monkeypatch.setattr(subprocess, "run", no_pip)
+    for version, tree in trees.items():
+        assert fetch_release(version) == tree
+
+
+def test_the_calibration_tells_the_kits_two_kernels_apart(audits):
+    for record in audits.values():
+        cal = record["calibration"]
+        assert _shape(cal["unmasked"]) != _shape(cal["masked"])
+        assert cal["unmasked"]["kernel_masks_padded_rows"] is False
+        assert cal["masked"]["kernel_masks_padded_rows"] is True
+
+
+def test_each_release_behaves_as_one_of_the_kits_kernels(audits):
+    fixed, unmasked = audits[releases.FIXED], audits[releases.UNMASKED]
+    cal = fixed["calibration"]
+    assert _shape(fixed["kernel"]) == _shape(cal["masked"])
+    assert _shape(unmasked["kernel"]) == _shape(unmasked["calibration"]["unmasked"])
+    # both kinds of kernel are corrupted by a stale live slot: only the host fill removes it
+    for record in (fixed, unmasked):
+        assert record["verdicts"]["stale_slots_still_corrupt"] == cal["masked"]["stale_slots_still_corrupt"]
+
+
+def test_the_unmasked_releases_q_store_is_the_one_named_in_releases(trees):
+    source = (trees[releases.UNMASKED] / KERNEL_FILE).read_text()
+    store = source[source.index("tl.store(\n            processed_logits_ptr"):][:300]
+    assert "+ req_state_idx * processed_logits_stride" in store and "mask=mask," in store
+    assert "is_valid" not in source
+    assert releases.UNMASKED in (releases.__doc__ or "") and "req_state_idx * processed_logits_stride" in \
+        releases.__doc__
+
+
+def test_the_speculator_reading_agrees_with_the_kernel(audits):
+    for record in audits.values():
+        spec = record["speculator"]
+        assert spec["copies"], "no function copying idx_mapping[:num_reqs] was found"
+        assert any(c["function"].endswith("_copy_request_inputs") for c in spec["copies"])
+        # PR #47066 changed both halves together: a release that masks also fills, and one that does not, not
+        assert record["verdicts"]["speculator_fills_padded_rows_with_minus_1"] == \
+            record["verdicts"]["kernel_masks_padded_rows"]
+
+
+def test_the_report_in_words_from_a_torch_process_says_what_the_json_says(trees, audits):
+    # LABKIT_BACKEND=torch compiles nothing and interprets nothing: the command re-runs itself in
+    # an interpreter process (vLLM's kernel is Triton; there is no torch version of it)
+    done = _audit("--vllm", str(trees[releases.UNMASKED]), env_backend="torch")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    record = audits[releases.UNMASKED]
+    assert f"version {releases.UNMASKED}, commit {record['tree']['commit']}" in text
+    yes = {True: "yes", False: "no"}
+    assert f"kernel masks padded rows: {yes[record['verdicts']['kernel_masks_padded_rows']]}" in text
+    assert f"stale slots still corrupt: {yes[record['verdicts']['stale_slots_still_corrupt']]}" in text
+    assert f"speculator fills padded rows with -1: " \
+           f"{yes[record['verdicts']['speculator_fills_padded_rows_with_minus_1']]}" in text
+    for sentence in record["kernel"]["stale"]["sentences"] + record["kernel"]["filled"]["sentences"]:
+        assert sentence in text
+
+
+def test_loading_imports_nothing_of_vllm(trees):
+    code = textwrap.dedent(f"""
+        import sys
+        from labkit.upstream.loader import load_vllm_sampling
+        from labkit.upstream.kernel_api import identify
+        names = []
+        for tree in {[str(t) for t in trees.values()]!r}:
+            m = load_vllm_sampling(tree)
+            assert m.__file__.startswith(tree), m.__file__
+            names.append(identify(m).name)
+        assert len(set(names)) == len(names), names
+        print(sorted(n for n in sys.modules if n == "vllm" or n.startswith("vllm.")))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def _fake_tree(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / KERNEL_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text(body)
+    return tmp_path
+
+
+def test_an_unknown_kernel_api_says_which_versions_the_kit_expects(tmp_path):
+    tree = _fake_tree(tmp_path, "import torch\nfrom vllm.triton_utils import tl, triton\n\n"
+                                "def gumbel_sample(logits, temperature, generators):\n    return logits.argmax(-1)\n")
+    done = _audit("--vllm", str(tree), "--backend", "interpreter")
+    assert done.returncode == 1
+    assert "kernel: not run" in done.stdout
+    for version in releases.RELEASES:
+        assert f"as in vLLM {version}" in done.stdout
+
+
+def test_a_kernel_file_that_needs_more_of_vllm_is_refused_in_one_line(tmp_path):
+    tree = _fake_tree(tmp_path, "import vllm.envs as envs\n")
+    done = _audit("--vllm", str(tree), "--backend", "interpreter")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "vllm.envs" in done.stderr
+
+
+def test_bad_paths_and_no_vllm_give_one_line_errors(tmp_path):
+    for args in (("--vllm", str(tmp_path / "nowhere")), ("--vllm", str(tmp_path))):
+        done = _audit(*args, "--backend", "interpreter")
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "error:" in done.stderr
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        done = _audit("--backend", "interpreter")
+        assert done.returncode == 2 and "--vllm PATH" in done.stderr
+
+
+def test_no_vllm_code_is_committed():
+    done = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        pytest.skip("not a git checkout (a release tarball): nothing is committed here to check")
+    assert [f for f in done.stdout.splitlines() if "vllm/" in f] == []
+    assert "build/" in (ROOT / ".gitignore").read_text()
