@@ -222,3 +222,33 @@ def test_no_vllm_code_is_committed():
         pytest.skip("not a git checkout (a release tarball): nothing is committed here to check")
     assert [f for f in done.stdout.splitlines() if "vllm/" in f] == []
     assert "build/" in (ROOT / ".gitignore").read_text()
+
+
+def test_the_committed_cpu_record_says_what_a_fresh_run_says(audits):
+    from labkit.upstream.record import load_cpu_record
+
+    section = load_cpu_record()["upstream_audit"]
+    assert set(section["releases"]) == set(releases.RELEASES)
+    for version, fresh in audits.items():
+        kept = section["releases"][version]
+        assert kept["verdicts"] == fresh["verdicts"]
+        assert kept["tree"]["kernel_sha256"] == fresh["tree"]["kernel_sha256"]
+        assert kept["tree"]["commit"] == fresh["tree"]["commit"]
+        assert _shape(kept["kernel"]) == _shape(fresh["kernel"])
+
+
+def test_the_gpu_section_reads_the_carried_trees_and_says_when_they_are_missing(tmp_path, monkeypatch):
+    from labkit.gpu.sections import SECTIONS
+    from labkit.upstream.record import TREES_ENV, audit_releases, verdict_table
+    from labkit.viz.gpu_records import upstream_audit
+
+    assert "upstream_audit" in SECTIONS
+    monkeypatch.setenv(TREES_ENV, str(tmp_path))
+    missing = audit_releases()
+    assert missing["trees"] == str(tmp_path)
+    for version in releases.RELEASES:
+        assert "python -m labkit.upstream.fetch" in missing["releases"][version]["error"]
+    record = {"provenance": {"device": "NVIDIA H200", "date": "2026-12-02T00:00:00Z"}, "upstream_audit": missing}
+    assert upstream_audit(record)["releases"] == missing["releases"]
+    assert upstream_audit({"provenance": {}}) is None
+    assert all(version in verdict_table(missing) for version in releases.RELEASES)

@@ -96,6 +96,12 @@ def _sanitizer(quick: bool) -> dict:
     return sanitizer_section()
 
 
+def _upstream_audit(quick: bool) -> dict:
+    from labkit.upstream.record import audit_releases
+
+    return audit_releases()
+
+
 SECTIONS: dict[str, Section] = {s.name: s for s in [
     Section("kernel", "the sampling kernel, masked and unmasked, vs torch, torch.compile and a same-bytes copy",
             _kernel),
@@ -113,4 +119,6 @@ SECTIONS: dict[str, Section] = {s.name: s for s in [
     Section("invariance", "the toy models' batch invariance on the GPU, per model and per layer", _invariance),
     Section("sanitizer", "compute-sanitizer memcheck: the fixed kernel, the fill without the mask, the stale slot",
             _sanitizer),
+    Section("upstream_audit", "audit-vllm compiled: vLLM's own sampling kernel of each pinned release "
+            "(files carried in build/vllm-trees/ or LABKIT_VLLM_TREES)", _upstream_audit),
 ]}

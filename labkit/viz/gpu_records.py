@@ -13,6 +13,7 @@ the kit draws GPU results on any machine, the CPU included.
     headline(record)           -> dict          the figures the kit claims, computed from the record
     staircase_data(record)     -> dict          the padding staircase's sections that succeeded
     race_block_entries(record) -> list[dict]    the race's per-block winners, largest vocabulary first
+    upstream_audit(record)     -> dict | None   audit-vllm compiled on the pinned vLLM releases, if recorded
 """
 
 from __future__ import annotations
@@ -271,3 +272,11 @@ def race_runs(record: dict, include_superseded: bool = False) -> list[dict]:
                         "padded_share": sum(e["padded_share_per_launch"]) / e["launches"],
                         "provenance": section_provenance(record, "race_blocks"), "superseded": False})
     return sorted(out, key=lambda x: (-x["vocab"], x["run"], x["graph"], str(x["provenance"].get("date", ""))))
+
+
+def upstream_audit(record: dict | None) -> dict | None:
+    """The ``upstream_audit`` section (audit-vllm compiled per pinned vLLM release), with its own
+    provenance under ``"provenance"``; None if the record has none or it failed."""
+    if not record or not isinstance(record.get("upstream_audit"), dict) or "error" in record["upstream_audit"]:
+        return None
+    return {**record["upstream_audit"], "provenance": section_provenance(record, "upstream_audit")}

@@ -1,0 +1,97 @@
+"""The audit of the pinned releases as a record: the GPU section ``upstream_audit`` and its CPU twin.
+
+    audit_releases(trees) -> dict     every pinned release found under `trees`, audited on this backend
+    python -m labkit.upstream.record  write CPU_RECORD (Triton's interpreter) from build/vllm-trees/
+    load_cpu_record() -> dict | None  the committed CPU record
+    verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
+
+On the GPU box the same function runs compiled, as a section of ``python -m labkit.gpu``
+(:mod:`labkit.gpu.sections`), from the extracted files the caller carries (``build/vllm-trees/``
+or ``LABKIT_VLLM_TREES``; the box has no network). Each release's entry keeps the tree's
+provenance (version, commit, the wheel's sha256), so the record says which code it ran.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from labkit.upstream.fetch import TREES, cached
+from labkit.upstream.releases import RELEASES
+
+CPU_RECORD = Path(__file__).resolve().parents[1] / "data" / "cpu" / "upstream_audit.json"
+TREES_ENV = "LABKIT_VLLM_TREES"
+
+
+def trees_folder() -> Path:
+    return Path(os.environ.get(TREES_ENV) or TREES)
+
+
+def audit_releases(trees: Path | None = None) -> dict:
+    """{"releases": {version: audit JSON or {"error": ...}}, "trees": folder} for every pinned release."""
+    from labkit.upstream.report import audit_tree
+
+    folder = Path(trees) if trees is not None else trees_folder()
+    out: dict = {"trees": str(folder), "releases": {}}
+    for version in RELEASES:
+        tree = cached(version, folder)
+        if tree is None:
+            out["releases"][version] = {"error": f"no extracted files of vllm=={version} under {folder}: run "
+                                                 f"`python -m labkit.upstream.fetch` where the registry is "
+                                                 f"reachable and carry {folder.name}/"}
+            continue
+        out["releases"][version] = audit_tree(tree).to_json()
+    return out
+
+
+def write_cpu_record(path: Path = CPU_RECORD, trees: Path | None = None) -> Path:
+    import torch
+    import triton
+
+    from labkit import backends
+
+    if not backends.KERNELS_INTERPRETED:
+        raise SystemExit("the CPU record is the interpreter's: run with LABKIT_BACKEND=interpreter on a CPU")
+    data = audit_releases(trees)
+    data["trees"] = "build/vllm-trees"  # where the files were, relative to the kit (not this machine's path)
+    for entry in data["releases"].values():
+        if "tree" in entry:
+            entry["tree"]["tree"] = "build/vllm-trees/" + Path(entry["tree"]["tree"]).name
+    record = {"provenance": {"device": "cpu (Triton's interpreter)", "torch": torch.__version__,
+                             "triton": triton.__version__, "python": platform.python_version(),
+                             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                             "command": "LABKIT_BACKEND=interpreter python -m labkit.upstream.record"},
+              "upstream_audit": data}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def load_cpu_record(path: Path = CPU_RECORD) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def verdict_table(section: dict | None) -> str:
+    """The verdicts per release of an ``upstream_audit`` section, one line each."""
+    if not section:
+        return "no audit recorded"
+    yes = {True: "yes", False: "no", None: "n/a"}
+    lines = [f"{'vLLM':<8} {'commit':<11} {'kernel API':<17} {'masks padded rows':<18} "
+             f"{'stale slots corrupt':<20} {'speculator fills -1':<19} run"]
+    for version, entry in section["releases"].items():
+        if "error" in entry:
+            lines.append(f"{version:<8} {entry['error']}")
+            continue
+        v, tree = entry["verdicts"], entry["tree"]
+        run = entry["kernel"]["backend"] if entry.get("kernel") else "not run"
+        lines.append(f"{version:<8} {str(tree.get('commit')):<11} {str(entry['kernel_api']):<17} "
+                     f"{yes[v['kernel_masks_padded_rows']]:<18} {yes[v['stale_slots_still_corrupt']]:<20} "
+                     f"{yes[v['speculator_fills_padded_rows_with_minus_1']]:<19} {run}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(write_cpu_record(trees=Path(sys.argv[1]) if len(sys.argv) > 1 else None))
