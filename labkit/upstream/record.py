@@ -2,6 +2,9 @@
 
     audit_releases(trees) -> dict     every pinned release found under `trees`, audited on this backend
     python -m labkit.upstream.record  write CPU_RECORD (Triton's interpreter) from build/vllm-trees/
+    python -m labkit.upstream.record --merge-gpu FILE
+                                      take the section of a GPU run's record (``python -m labkit.gpu
+                                      --sections upstream_audit``) into labkit/data/gpu/h200.json
     load_cpu_record() -> dict | None  the committed CPU record
     verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
 
@@ -93,5 +96,42 @@ def verdict_table(section: dict | None) -> str:
     return "\n".join(lines)
 
 
+GPU_RECORD = Path(__file__).resolve().parents[1] / "data" / "gpu" / "h200.json"
+
+
+def merge_gpu_run(run_file: Path, into: Path = GPU_RECORD) -> Path:
+    """Put the ``upstream_audit`` section of a GPU run's record into the kit's GPU record, keeping any
+    earlier one under ``superseded`` (labkit.gpu.records.merge_sections)."""
+    from labkit.gpu.records import merge_sections, read_record, write_record
+
+    new = read_record(run_file)
+    section = new.get("upstream_audit")
+    if not isinstance(section, dict) or "error" in section:
+        raise SystemExit(f"{run_file} has no usable upstream_audit section: {section!r:.300}")
+    failed = [v for v, entry in section.get("releases", {}).items() if "error" in entry]
+    if failed:
+        raise SystemExit(f"{run_file}: the run found no files for {', '.join(failed)} (carry build/vllm-trees/)")
+    base = read_record(into)
+    write_record(into, merge_sections(base, new, ["upstream_audit"], "audit-vllm run again"))
+    return into
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m labkit.upstream.record", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trees", nargs="?", default=None, help="the extracted release files (default: "
+                        f"${TREES_ENV} or build/vllm-trees)")
+    parser.add_argument("--merge-gpu", metavar="FILE", default=None,
+                        help="a GPU run's gpu_benchmarks.json to merge into labkit/data/gpu/h200.json")
+    args = parser.parse_args(argv)
+    if args.merge_gpu:
+        print(f"merged the upstream_audit section into {merge_gpu_run(Path(args.merge_gpu))}")
+        return 0
+    print(write_cpu_record(trees=Path(args.trees) if args.trees else None))
+    return 0
+
+
 if __name__ == "__main__":
-    print(write_cpu_record(trees=Path(sys.argv[1]) if len(sys.argv) > 1 else None))
+    sys.exit(main())
