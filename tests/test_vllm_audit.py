@@ -252,3 +252,11 @@ def test_the_gpu_section_reads_the_carried_trees_and_says_when_they_are_missing(
     assert upstream_audit(record)["releases"] == missing["releases"]
     assert upstream_audit({"provenance": {}}) is None
     assert all(version in verdict_table(missing) for version in releases.RELEASES)
+
+
+def test_the_verdicts_in_vllm_map_are_rendered_from_the_records():
+    from labkit import docblocks
+    from labkit.upstream.record import DOC, renderers
+
+    assert "upstream:verdicts" in docblocks.keys_in(DOC.read_text())
+    assert docblocks.stale_blocks(DOC, renderers()) == [], "run: python -m labkit.upstream.record --docs"

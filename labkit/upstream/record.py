@@ -7,6 +7,8 @@
                                       --sections upstream_audit``) into labkit/data/gpu/h200.json
     load_cpu_record() -> dict | None  the committed CPU record
     verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
+    renderers() / DOC                 the ``<!-- upstream:verdicts -->`` block of docs/VLLM_MAP.md,
+                                      rendered from the records (``--docs`` rewrites it)
 
 On the GPU box the same function runs compiled, as a section of ``python -m labkit.gpu``
 (:mod:`labkit.gpu.sections`), from the extracted files the caller carries (``build/vllm-trees/``
@@ -97,6 +99,35 @@ def verdict_table(section: dict | None) -> str:
 
 
 GPU_RECORD = Path(__file__).resolve().parents[1] / "data" / "gpu" / "h200.json"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "VLLM_MAP.md"
+
+
+def gpu_section() -> dict | None:
+    """The compiled run's section of the kit's GPU record, if one was recorded."""
+    from labkit.viz.gpu_records import load_record, upstream_audit
+
+    return upstream_audit(load_record())
+
+
+def render_verdicts() -> str:
+    cpu = load_cpu_record()
+    parts = []
+    if cpu:
+        p = cpu["provenance"]
+        parts.append(f"On the CPU ({p['device']}, torch {p['torch']}, Triton {p['triton']}, {p['date'][:10]}):\n\n"
+                     "```\n" + verdict_table(cpu["upstream_audit"]) + "\n```")
+    gpu = gpu_section()
+    if gpu:
+        p = gpu["provenance"] or {}
+        parts.append(f"Compiled ({p.get('device')}, torch {p.get('torch')}, Triton {p.get('triton')}, "
+                     f"{str(p.get('date'))[:10]}):\n\n```\n" + verdict_table(gpu) + "\n```")
+    else:
+        parts.append("Compiled on a GPU: not recorded yet (`scripts/gpu_upstream_audit.sh`).")
+    return "\n\n".join(parts)
+
+
+def renderers() -> dict:
+    return {"upstream:verdicts": render_verdicts}
 
 
 def merge_gpu_run(run_file: Path, into: Path = GPU_RECORD) -> Path:
@@ -125,11 +156,16 @@ def main(argv=None) -> int:
                         f"${TREES_ENV} or build/vllm-trees)")
     parser.add_argument("--merge-gpu", metavar="FILE", default=None,
                         help="a GPU run's gpu_benchmarks.json to merge into labkit/data/gpu/h200.json")
+    parser.add_argument("--docs", action="store_true", help="only render the verdicts into docs/VLLM_MAP.md")
     args = parser.parse_args(argv)
+    from labkit import docblocks
+
     if args.merge_gpu:
         print(f"merged the upstream_audit section into {merge_gpu_run(Path(args.merge_gpu))}")
-        return 0
-    print(write_cpu_record(trees=Path(args.trees) if args.trees else None))
+    elif not args.docs:
+        print(write_cpu_record(trees=Path(args.trees) if args.trees else None))
+    docblocks.write_into(DOC, renderers())
+    print(f"rendered the verdicts into {DOC}")
     return 0
 
 
