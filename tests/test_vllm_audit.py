@@ -260,3 +260,18 @@ def test_the_verdicts_in_vllm_map_are_rendered_from_the_records():
 
     assert "upstream:verdicts" in docblocks.keys_in(DOC.read_text())
     assert docblocks.stale_blocks(DOC, renderers()) == [], "run: python -m labkit.upstream.record --docs"
+
+
+def test_notebook_06_prints_the_verdicts_of_the_records():
+    from labkit.upstream.record import case_lines, load_cpu_record, render_verdicts
+
+    nb = json.loads((ROOT / "notebooks" / "06_audit_and_distribution.ipynb").read_text())
+    def text(x):
+        return "".join(x) if isinstance(x, list) else x
+
+    printed = {text(c["source"]): "".join(text(o.get("text", "")) for o in c.get("outputs", []))
+               for c in nb["cells"] if c["cell_type"] == "code"}
+    verdicts = [out for src, out in printed.items() if "upstream.render_verdicts()" in src]
+    cases = [out for src, out in printed.items() if "upstream.case_lines(" in src]
+    assert verdicts == [render_verdicts() + "\n"], "re-execute notebook 06"
+    assert cases == ["\n".join(case_lines(load_cpu_record()["upstream_audit"])) + "\n"], "re-execute notebook 06"

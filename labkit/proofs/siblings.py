@@ -1,9 +1,12 @@
 """Two sibling bugs of PR #47066, computed with numbers (nothing here touches memory out of bounds).
 
-1. vLLM #46560, an int32 offset overflow: a kernel computes ``slot * stride`` in 32-bit integers.
-   For big buffers the product passes 2**31 - 1 and wraps to a negative number, so the address
-   lands before the buffer. :func:`offset_rows` does the multiplication both ways, in torch int32
-   (which wraps exactly as the GPU's 32-bit multiply does) and in int64.
+1. An int32 offset overflow: a kernel computes ``index * stride`` in 32-bit integers. For big
+   buffers the product passes 2**31 - 1 and wraps to a negative number, so the address lands
+   before the buffer. In vLLM's second model runner this was the per-row logits offset
+   ``row * vocab_size`` of the sampler and rejection kernels (vLLM #46560) and, in the
+   block-verification kernels, the slot-indexed draft-logits offset ``slot * k * vocab`` (vLLM
+   #47383). :func:`offset_rows` does the multiplication both ways, in torch int32 (which wraps
+   exactly as the GPU's 32-bit multiply does) and in int64.
 
 2. vLLM #54282, shared noise: the draft sampler and the residual resampling of the rejection
    sampler drew their Gumbel noise from the same vector. Each draw alone is a correct sample, but

@@ -7,6 +7,7 @@
                                       --sections upstream_audit``) into labkit/data/gpu/h200.json
     load_cpu_record() -> dict | None  the committed CPU record
     verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
+    case_lines(section) -> list[str]  per release, what the padded row holding -1 touched
     renderers() / DOC                 the ``<!-- upstream:verdicts -->`` block of docs/VLLM_MAP.md,
                                       rendered from the records (``--docs`` rewrites it)
 
@@ -96,6 +97,22 @@ def verdict_table(section: dict | None) -> str:
                      f"{yes[v['kernel_masks_padded_rows']]:<18} {yes[v['stale_slots_still_corrupt']]:<20} "
                      f"{yes[v['speculator_fills_padded_rows_with_minus_1']]:<19} {run}")
     return "\n".join(lines)
+
+
+def case_lines(section: dict) -> list[str]:
+    """Per release: what the padded row holding -1 touched outside the buffers, and what the row
+    holding a live slot overwrote (the stale case's first poison), from an ``upstream_audit`` section."""
+    out = []
+    for version, entry in section["releases"].items():
+        kernel = entry.get("kernel")
+        if not kernel:
+            out.append(f"vLLM {version}: {entry.get('error') or entry.get('kernel_problem')}")
+            continue
+        out.append(f"vLLM {version} ({kernel['backend']}):")
+        out += [f"  slot -1: {s}" for s in kernel["filled"]["sentences"]] or \
+            ["  slot -1: nothing outside the buffers, no live record changed"]
+        out += [f"  live slot: {s}" for s in kernel["stale"]["sentences"] if "[poison stale" in s]
+    return out
 
 
 GPU_RECORD = Path(__file__).resolve().parents[1] / "data" / "gpu" / "h200.json"
