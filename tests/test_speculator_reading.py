@@ -1,0 +1,96 @@
+"""labkit.upstream.speculator_reading on small speculator shapes written here (no vLLM code): the
+host fill found, its condition named, and its absence said."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from labkit.upstream.speculator_reading import SPEC_DECODE, read_speculators
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, body in files.items():
+        path = tmp_path / SPEC_DECODE / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(body))
+    return tmp_path
+
+
+FILL_ALWAYS = """
+    class Drafter:
+        def _copy_request_inputs(self, num_reqs, idx_mapping):
+            self.idx_mapping[:num_reqs].copy_(idx_mapping)
+            self.idx_mapping[num_reqs:].fill_(-1)
+"""
+FILL_GUARDED = """
+    class Drafter:
+        def _copy_request_inputs(self, num_reqs, idx_mapping):
+            self.idx_mapping[:num_reqs].copy_(idx_mapping)
+            if self.draft_logits is not None:
+                self.idx_mapping[num_reqs:].fill_(-1)
+"""
+INLINE_NO_FILL = """
+    class OldDrafter:
+        def propose(self, batch, num_reqs):
+            idx_mapping = self.idx_mapping[:num_reqs]  # a read, not a write
+            self.idx_mapping[:num_reqs].copy_(batch.idx_mapping)
+            return idx_mapping
+"""
+ASSIGNMENTS = """
+    class Drafter:
+        def copy(self, n, slots):
+            self.idx_mapping[:n] = slots
+            self.idx_mapping[n:] = -1
+"""
+FILL_ELSEWHERE = """
+    class Drafter:
+        def _copy_request_inputs(self, num_reqs, idx_mapping):
+            self.idx_mapping[:num_reqs].copy_(idx_mapping)
+            self._pad(num_reqs)
+
+        def _pad(self, num_reqs):
+            self.idx_mapping[num_reqs:].fill_(-1)
+"""
+
+
+def test_an_unconditional_fill_is_found_with_its_line(tmp_path):
+    reading = read_speculators(_tree(tmp_path, {"speculator.py": FILL_ALWAYS}))
+    (copy,) = reading.copies
+    assert copy.function == "Drafter._copy_request_inputs" and copy.unconditional
+    assert copy.pad_fills[0].line == 5 and copy.pad_fills[0].code == "self.idx_mapping[num_reqs:].fill_(-1)"
+    assert reading.fills_padded_rows is True
+    assert "on every step" in copy.sentence() and copy.sentence().endswith(": yes")
+
+
+def test_a_guarded_fill_names_its_condition(tmp_path):
+    reading = read_speculators(_tree(tmp_path, {"speculator.py": FILL_GUARDED}))
+    (copy,) = reading.copies
+    assert copy.fills_padded_rows and not copy.unconditional
+    assert copy.pad_fills[0].conditions == ["if self.draft_logits is not None"]
+    assert "only if self.draft_logits is not None" in copy.sentence()
+
+
+def test_an_inline_copy_without_fill_says_no_and_reads_are_not_writes(tmp_path):
+    reading = read_speculators(_tree(tmp_path, {"eagle/speculator.py": INLINE_NO_FILL}))
+    (copy,) = reading.copies
+    assert copy.function == "OldDrafter.propose" and copy.live_copy.line == 5
+    assert reading.fills_padded_rows is False
+    assert reading.lines()[-1] == "speculator fills padded rows with -1: no"
+
+
+def test_assignments_count_as_the_copy_and_the_fill(tmp_path):
+    reading = read_speculators(_tree(tmp_path, {"speculator.py": ASSIGNMENTS}))
+    assert reading.fills_padded_rows is True
+
+
+def test_a_fill_in_another_function_is_not_seen_and_the_report_says_which_function_was_read(tmp_path):
+    reading = read_speculators(_tree(tmp_path, {"speculator.py": FILL_ELSEWHERE}))
+    (copy,) = reading.copies
+    assert reading.fills_padded_rows is False
+    assert "Drafter._copy_request_inputs" in copy.sentence()
+
+
+def test_a_tree_without_speculators_says_so(tmp_path):
+    reading = read_speculators(tmp_path)
+    assert reading.fills_padded_rows is None and "no " + SPEC_DECODE in reading.lines()[0]
