@@ -8,6 +8,7 @@ kernels in the same scenario (its calibration), and each release must match one 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -19,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from labkit.upstream import releases
-from labkit.upstream.fetch import TREES, FetchError, cached, fetch_release
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("vLLM's sampling kernel is a Triton kernel and Triton is not installed here", allow_module_level=True)
+
+from labkit.upstream import releases  # noqa: E402
+from labkit.upstream.fetch import TREES, FetchError, cached, fetch_release  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_FILE = "vllm/v1/worker/gpu/sample/gumbel.py"
@@ -68,6 +72,16 @@ def _audit(*args: str, env_backend: str | None = None) -> subprocess.CompletedPr
         env["LABKIT_BACKEND"] = env_backend
     return subprocess.run([sys.executable, "-m", "labkit", "audit-vllm", *args], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=300)
+
+
+def _main(capfd, *args: str) -> tuple[int, str, str]:
+    """The command in this process (a fresh one only where it must switch to the interpreter)."""
+    from labkit.__main__ import main
+
+    capfd.readouterr()
+    rc = main(["audit-vllm", *args])
+    out, err = capfd.readouterr()
+    return rc, out, err
 
 
 @pytest.fixture(scope="module")
@@ -163,21 +177,17 @@ def test_the_report_in_words_from_a_torch_process_says_what_the_json_says(trees,
 
 
 def test_loading_imports_nothing_of_vllm(trees):
-    code = textwrap.dedent(f"""
-        import sys
-        from labkit.upstream.loader import load_vllm_sampling
-        from labkit.upstream.kernel_api import identify
-        names = []
-        for tree in {[str(t) for t in trees.values()]!r}:
-            m = load_vllm_sampling(tree)
-            assert m.__file__.startswith(tree), m.__file__
-            names.append(identify(m).name)
-        assert len(set(names)) == len(names), names
-        print(sorted(n for n in sys.modules if n == "vllm" or n.startswith("vllm.")))
-    """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    from labkit.upstream.kernel_api import identify
+    from labkit.upstream.loader import load_vllm_sampling
+
+    before = {n for n in sys.modules if n == "vllm" or n.startswith("vllm.")}
+    names = []
+    for tree in trees.values():
+        module = load_vllm_sampling(tree)
+        assert module.__file__.startswith(str(tree)), module.__file__
+        names.append(identify(module).name)
+    assert len(set(names)) == len(names), names
+    assert {n for n in sys.modules if n == "vllm" or n.startswith("vllm.")} == before
 
 
 def _fake_tree(tmp_path: Path, body: str) -> Path:
@@ -187,33 +197,31 @@ def _fake_tree(tmp_path: Path, body: str) -> Path:
     return tmp_path
 
 
-def test_an_unknown_kernel_api_says_which_versions_the_kit_expects(tmp_path):
+def test_an_unknown_kernel_api_says_which_versions_the_kit_expects(tmp_path, capfd):
     tree = _fake_tree(tmp_path, "import torch\nfrom vllm.triton_utils import tl, triton\n\n"
                                 "def gumbel_sample(logits, temperature, generators):\n    return logits.argmax(-1)\n")
-    done = _audit("--vllm", str(tree), "--backend", "interpreter")
-    assert done.returncode == 1
-    assert "kernel: not run" in done.stdout
+    rc, out, _ = _main(capfd, "--vllm", str(tree), "--backend", "interpreter")
+    assert rc == 1
+    assert "kernel: not run" in out
     for version in releases.RELEASES:
-        assert f"as in vLLM {version}" in done.stdout
+        assert f"as in vLLM {version}" in out
 
 
-def test_a_kernel_file_that_needs_more_of_vllm_is_refused_in_one_line(tmp_path):
+def test_a_kernel_file_that_needs_more_of_vllm_is_refused_in_one_line(tmp_path, capfd):
     tree = _fake_tree(tmp_path, "import vllm.envs as envs\n")
-    done = _audit("--vllm", str(tree), "--backend", "interpreter")
-    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
-    assert "vllm.envs" in done.stderr
+    rc, _, err = _main(capfd, "--vllm", str(tree), "--backend", "interpreter")
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "vllm.envs" in err
 
 
-def test_bad_paths_and_no_vllm_give_one_line_errors(tmp_path):
+def test_bad_paths_and_no_vllm_give_one_line_errors(tmp_path, capfd):
     for args in (("--vllm", str(tmp_path / "nowhere")), ("--vllm", str(tmp_path))):
-        done = _audit(*args, "--backend", "interpreter")
-        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-        assert "error:" in done.stderr
-    import importlib.util
-
+        rc, _, err = _main(capfd, *args, "--backend", "interpreter")
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert "error:" in err
     if importlib.util.find_spec("vllm") is None:
-        done = _audit("--backend", "interpreter")
-        assert done.returncode == 2 and "--vllm PATH" in done.stderr
+        rc, _, err = _main(capfd, "--backend", "interpreter")
+        assert rc == 2 and "--vllm PATH" in err
 
 
 def test_no_vllm_code_is_committed():
@@ -275,3 +283,20 @@ def test_notebook_06_prints_the_verdicts_of_the_records():
     cases = [out for src, out in printed.items() if "upstream.case_lines(" in src]
     assert verdicts == [render_verdicts() + "\n"], "re-execute notebook 06"
     assert cases == ["\n".join(case_lines(load_cpu_record()["upstream_audit"])) + "\n"], "re-execute notebook 06"
+
+
+def test_a_kernel_file_that_fails_says_so_without_a_traceback(tmp_path, capfd):
+    broken = _fake_tree(tmp_path / "broken", "import torch\nfrom vllm.triton_utils import tl, triton\nx = 1 /\n")
+    rc, _, err = _main(capfd, "--vllm", str(broken), "--backend", "interpreter")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "SyntaxError" in err
+    failing = _fake_tree(tmp_path / "failing", textwrap.dedent("""
+        import torch
+        from vllm.triton_utils import tl, triton
+
+        def gumbel_sample(logits, expanded_idx_mapping, temperature, seed, pos, apply_temperature,
+                          output_processed_logits=None, output_processed_logits_col=None, use_fp64=False):
+            raise RuntimeError("no kernel here")
+    """))
+    rc, out, err = _main(capfd, "--vllm", str(failing), "--backend", "interpreter")
+    assert rc == 1, err
+    assert "failed in the scenario: RuntimeError: no kernel here" in out

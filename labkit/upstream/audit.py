@@ -214,8 +214,17 @@ class CaseResult:
     reads_seen: str  # "exact" (interpreter) or "by effect" (compiled)
     sentences: list[str] = field(default_factory=list)
 
+    def shared_slots(self) -> dict[int, list[int]]:
+        """Slots that two or more rows of the padded launch name: each of those rows stores q there
+        unless the kernel masks it (a live row's slot named again by a padded row is the bug)."""
+        rows: dict[int, list[int]] = {}
+        for row, slot in enumerate(self.mapping):
+            if slot >= 0:
+                rows.setdefault(slot, []).append(row)
+        return {slot: r for slot, r in rows.items() if len(r) > 1}
+
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "rows_naming_each_shared_slot": {str(k): v for k, v in self.shared_slots().items()}}
 
 
 def _access_json(a: Access) -> dict:
@@ -347,6 +356,8 @@ class KernelVerdict:
                f"scenario: live rows 0-{len(LIVE_SLOTS) - 1} own slots {' '.join(map(str, LIVE_SLOTS))}, run as "
                f"{PADDED_ROWS} rows, k = {K}, vocabulary {V}",
                f"padded row holding a live slot (mapping {' '.join(map(str, self.stale.mapping))}):"]
+        out += [f"  slot {slot} is named by rows {', '.join(map(str, rows))}: each of them stores q there"
+                for slot, rows in self.stale.shared_slots().items()]
         out += [f"  {s}" for s in self.stale.sentences] or ["  no live record changed"]
         out += [f"  outside the buffers: {_access_sentence(a)}" for a in self.stale.out_of_bounds]
         out.append(f"padded row holding -1 (mapping {' '.join(map(str, self.filled.mapping))}), reads seen "

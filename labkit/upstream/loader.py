@@ -199,7 +199,11 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     key = (digest, "interpreter" if backends.KERNELS_INTERPRETED else "compiled")
     if key in _LOADED:
         return _LOADED[key]
-    _check_imports(path)
+    try:
+        _check_imports(path)
+    except SyntaxError as err:
+        raise LabkitInputError(f"{path} is not Python the kit can read: SyntaxError: {err.msg} "
+                               f"(line {err.lineno})") from err
     name = f"labkit_vllm_gumbel_{digest[:8]}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -207,8 +211,9 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception:
+        except Exception as err:
             sys.modules.pop(name, None)
-            raise
+            raise LabkitInputError(f"{path} did not load with the kit's stand-in for {SHIM_MODULE}: "
+                                   f"{type(err).__name__}: {err}") from err
     _LOADED[key] = module
     return module

@@ -78,5 +78,10 @@ def audit_tree(path: str | Path | None = None) -> TreeAudit:
         api = identify(module)
     except UnknownKernelApi as err:
         return TreeAudit(provenance, None, None, str(err), read_speculators(root), {})  # nothing to compare
-    verdict = audit_sampler(vllm_sampler(module, api))
+    try:
+        verdict = audit_sampler(vllm_sampler(module, api))
+    except Exception as err:  # a kernel that matches a known signature but fails in the scenario
+        problem = (f"gumbel_sample ({api.name} API) failed in the scenario: {type(err).__name__}: "
+                   f"{str(err).splitlines()[0] if str(err) else ''}"[:500])
+        return TreeAudit(provenance, api.name, None, problem, read_speculators(root), {})
     return TreeAudit(provenance, api.name, verdict, None, read_speculators(root), calibrate())
