@@ -13,6 +13,7 @@ downloads nothing. Nothing here is ever committed (build/ is ignored).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -50,13 +51,35 @@ def cached(version: str, trees: Path = TREES) -> Path | None:
     return folder if (folder / MARKER).is_file() and (folder / KERNEL_FILE).is_file() else None
 
 
+@contextlib.contextmanager
+def _locked(trees: Path):
+    """One fetch at a time per folder: parallel test workers share build/vllm-trees/."""
+    trees.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): fetches are rare enough to go unlocked
+        yield
+        return
+    with open(trees / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def fetch_release(version: str, trees: Path = TREES, *, timeout_s: int = 60, log=None) -> Path:
     """The folder of `version`'s audited files, downloading the wheel once if it is not cached."""
     hit = cached(version, trees)
     if hit:
         return hit
     trees = Path(trees)
-    trees.mkdir(parents=True, exist_ok=True)
+    with _locked(trees):
+        hit = cached(version, trees)  # another process may have fetched it while this one waited
+        return hit or _download(version, trees, timeout_s, log)
+
+
+def _download(version: str, trees: Path, timeout_s: int, log) -> Path:
     with tempfile.TemporaryDirectory(dir=trees, prefix=f".wheel-{version}-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", *PIP_PLATFORM,
                "--timeout", str(timeout_s), "--retries", "1", "--dest", tmp, f"vllm=={version}"]
