@@ -35,7 +35,7 @@ import torch
 from labkit import backends
 from labkit.proofs.audit import DEFAULT_POISONS, Buffer, audit_step
 from labkit.scenario import MECHANICS_BATCH
-from labkit.workshop.launch_harness import GUARD_SETS
+from labkit.workshop.launch_harness import GUARD_Q, GUARD_SETS, Q_UNTOUCHED
 from labkit.workshop.memory import Access, Guarded, WildAccess, recording, wild_access_in
 
 M = 8  # request-state slots (max_num_reqs)
@@ -43,8 +43,6 @@ K = 2  # draft steps: columns of q
 V = 31  # toy vocabulary
 LIVE_SLOTS = tuple(MECHANICS_BATCH)  # live rows 0..6 -> these slots
 PADDED_ROWS = 8
-GUARD_Q = -12345.0
-Q_UNTOUCHED = 7.0
 
 
 # -- kernels under audit ------------------------------------------------------------------------
