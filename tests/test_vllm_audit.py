@@ -300,3 +300,30 @@ def test_a_kernel_file_that_fails_says_so_without_a_traceback(tmp_path, capfd):
     rc, out, err = _main(capfd, "--vllm", str(failing), "--backend", "interpreter")
     assert rc == 1, err
     assert "failed in the scenario: RuntimeError: no kernel here" in out
+
+
+def test_what_a_gpu_sees_by_effect_agrees_with_the_interpreters_exact_log(trees, monkeypatch):
+    # Compiled, no hook sees a load: the audit reads the guard rows and the padded row's token under
+    # two guard contents instead. That branch runs here on the interpreted kernels, on the CPU.
+    from labkit import backends
+    from labkit.upstream import audit
+    from labkit.upstream.kernel_api import identify
+    from labkit.upstream.loader import load_vllm_sampling
+
+    if not backends.KERNELS_INTERPRETED:
+        pytest.skip("needs this process's kernels defined for the interpreter (LABKIT_BACKEND unset or "
+                    "'interpreter', on a CPU)")
+    for tree in trees.values():
+        module = load_vllm_sampling(tree)
+        sampler = audit.vllm_sampler(module, identify(module))
+        exact = audit.audit_sampler(sampler, device="cpu")
+        with monkeypatch.context() as m:
+            m.setattr(backends, "KERNELS_INTERPRETED", False)
+            seen = audit.audit_sampler(sampler, device="cpu")
+        assert seen.filled.reads_seen == "by effect" and exact.filled.reads_seen == "exact"
+        assert (seen.masks_padded_rows, seen.stale_slots_corrupt) == (exact.masks_padded_rows,
+                                                                       exact.stale_slots_corrupt)
+        stores = {(a["buffer"], a["index"]) for a in exact.filled.out_of_bounds if a["kind"] == "store"}
+        assert {(a["buffer"], a["index"]) for a in seen.filled.out_of_bounds if a["kind"] == "store"} == stores
+        assert any(a["kind"] == "load" for a in seen.filled.out_of_bounds) == \
+            any(a["kind"] == "load" for a in exact.filled.out_of_bounds)

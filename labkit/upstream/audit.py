@@ -372,9 +372,12 @@ def audit_sampler(sampler: Sampler, device=None) -> KernelVerdict:
     """Both cases for one kernel, on the kit's backend: the CPU interpreter, or compiled on the GPU."""
     if device is None:
         device = torch.device("cpu") if backends.KERNELS_INTERPRETED else torch.device("cuda")
+    device = torch.device(device)
     inputs = scenario_inputs(device)
-    backend = "in Triton's CPU interpreter" if backends.KERNELS_INTERPRETED else \
-        f"compiled on {torch.cuda.get_device_name(device)}"
+    if backends.KERNELS_INTERPRETED:
+        backend = "in Triton's CPU interpreter"
+    else:
+        backend = f"compiled on {torch.cuda.get_device_name(device) if device.type == 'cuda' else device}"
     return KernelVerdict(sampler.name, sampler.q_is, backend, stale_case(sampler, inputs), filled_case(sampler, inputs))
 
 
