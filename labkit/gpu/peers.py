@@ -107,7 +107,7 @@ def vllm_peer(log=print):
         return None, None, f"{type(err).__name__}: {err}"[:400] + f" (point {VLLM_ENV}=PATH at a vLLM tree)"
     prov = tree_provenance(tree)
     prov["api"] = api.name
-    log(f"  vLLM: {prov}")
+    log(f"  vLLM {prov.get('version')} (commit {prov.get('commit')}, {api.name} API) from {tree}")
     return module, api, prov
 
 

@@ -271,3 +271,53 @@ def race_runs(record: dict, include_superseded: bool = False) -> list[dict]:
                         "padded_share": sum(e["padded_share_per_launch"]) / e["launches"],
                         "provenance": section_provenance(record, "race_blocks"), "superseded": False})
     return sorted(out, key=lambda x: (-x["vocab"], x["run"], x["graph"], str(x["provenance"].get("date", ""))))
+
+
+# -- the kit against the samplers engineers pick instead (section "peers") ------------------------------
+
+# What each comparison says, in the order the appendix prints them. "time" ratios: the first call's
+# time over the second's (below 1: the first is faster); "share" ratios: a reference's time over the
+# call's (the fraction of that reference's speed the call reaches).
+PEER_COMPARISONS = (
+    ("kit_q_over_vllm_q", "time", "the kit's call with q / vLLM's gumbel_sample storing its q"),
+    ("kit_no_q_over_vllm_no_q", "time", "the kit without q / vLLM's gumbel_sample without its store"),
+    ("kit_no_q_over_flashinfer", "time", "the kit without q / FlashInfer's SamplingFromLogits"),
+    ("kit_q_of_copy", "share", "the kit's call with q, as a share of a same-bytes copy"),
+    ("vllm_q_of_copy", "share", "vLLM's call with q, as a share of a same-bytes copy"),
+    ("kit_no_q_of_read_only", "share", "the kit without q, as a share of a read-only pass"),
+    ("flashinfer_of_read_only", "share", "FlashInfer, as a share of a read-only pass"),
+    ("kit_no_q_no_noise_of_read_only", "share", "the kit without q and without noise, as a share of a read-only pass"),
+)
+
+
+def peers_section(record: dict | None) -> dict | None:
+    """The record's ``peers`` section if it was measured (not an error), else None."""
+    section = (record or {}).get("peers")
+    return section if isinstance(section, dict) and section.get("sizes") else None
+
+
+def _shapes_text(shapes: list[tuple[int, int]]) -> str:
+    rows = sorted({r for r, _ in shapes})
+    vocabs = sorted({v for _, v in shapes})
+    rows_text = f"{rows[0]}-{rows[-1]}" if len(rows) > 1 else str(rows[0])
+    return f"{rows_text} rows x {', '.join(str(v) for v in vocabs)}"
+
+
+def peer_comparisons(record: dict | None) -> list[dict]:
+    """Per comparison of :data:`PEER_COMPARISONS` the record holds: its lowest and highest ratio and the
+    shapes they come from (only the shapes where both calls were timed)."""
+    section = peers_section(record)
+    out = []
+    for key, kind, meaning in PEER_COMPARISONS if section else ():
+        found = [(e["rows"], e["vocab"], e["ratios"][key]) for e in section["sizes"] if key in e.get("ratios", {})]
+        if found:
+            values, shapes = [v for _, _, v in found], [(r, v) for r, v, _ in found]
+            out.append({"key": key, "kind": kind, "meaning": meaning, "low": min(values), "high": max(values),
+                        "shapes": shapes, "shapes_text": _shapes_text(shapes)})
+    return out
+
+
+def peers_skipped(record: dict | None) -> dict[str, str]:
+    """Peer name -> why it was not timed in the recorded run."""
+    section = peers_section(record)
+    return dict(section.get("skipped", {})) if section else {}
