@@ -87,3 +87,39 @@ def test_ncu_counts_become_instructions_per_element_and_the_issue_limit():
     assert b["fma_pipe_per_element"] == pytest.approx(32 * 2.5e5 / 1e4)
     assert b["issue_limit_s"] == pytest.approx(1e6 / (4 * 100 * 2e9))
     assert b["issue_limit_share"] == pytest.approx(b["issue_limit_s"] / 20e-6)
+
+
+def test_notebook_08_prints_the_peer_lines_the_record_gives_now():
+    """Notebook 08's stored output of its peers cell is peer_lines(record) and no_q_ceiling(record) of the
+    record the kit ships: a re-measured record fails here until the notebook is executed again."""
+    import nbformat
+
+    from labkit.viz.gpu_records import load_record, no_q_ceiling, peer_lines
+
+    record = load_record()
+    nb = nbformat.read("notebooks/08_appendix_kernel_engineering.ipynb", as_version=4)
+
+    def printed(marker: str) -> str:
+        cell = next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+        return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+
+    lines = peer_lines(record)
+    assert lines and printed("peer_lines(record)").splitlines() == lines
+    ceiling = printed("no_q_ceiling(record)")
+    for c in no_q_ceiling(record):
+        assert f"{c['rows']} x {c['vocab']}: the kit without q reaches {c['reached']:.2f}" in ceiling
+        assert f"at most {c['ceiling_at_full_issue']:.2f}" in ceiling
+
+
+def test_the_comparisons_name_only_shapes_where_both_calls_were_timed():
+    from labkit.viz.gpu_records import peer_comparisons, peers_skipped
+
+    sizes = [{"rows": 64, "vocab": 151936, "ratios": {"kit_q_over_vllm_q": 0.5}},
+             {"rows": 512, "vocab": 151936, "ratios": {"kit_q_over_vllm_q": 0.4, "kit_no_q_of_read_only": 0.6}}]
+    record = {"peers": {"sizes": sizes, "skipped": {"flashinfer": "no headers"}}}
+    found = {c["key"]: c for c in peer_comparisons(record)}
+    assert found["kit_q_over_vllm_q"]["low"] == 0.4 and found["kit_q_over_vllm_q"]["high"] == 0.5
+    assert found["kit_q_over_vllm_q"]["shapes_text"] == "64-512 rows x 151936"
+    assert found["kit_no_q_of_read_only"]["shapes_text"] == "512 rows x 151936"
+    assert peers_skipped(record) == {"flashinfer": "no headers"}
+    assert peer_comparisons({"peers": {"error": "RuntimeError: ..."}}) == [] and peer_comparisons(None) == []

@@ -58,6 +58,24 @@ def _arch() -> str:
     return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
+def _release(include: Path) -> dict:
+    """FlashInfer's version and commit from ``_build_meta.py`` two folders above the headers (a wheel's
+    ``flashinfer/data/include`` has it at ``flashinfer/_build_meta.py``), if it is there."""
+    import ast
+
+    meta = include.resolve().parents[1] / "_build_meta.py"
+    found = {}
+    try:
+        for node in ast.parse(meta.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id in ("__version__", "__git_commit__"):
+                        found[target.id.strip("_").replace("git_", "")] = node.value.value
+    except (OSError, SyntaxError, IndexError):
+        pass
+    return found
+
+
 def _header_version(include: Path) -> str:
     text = (include / "flashinfer" / "sampling.cuh").read_bytes()
     return "sampling.cuh sha256 " + hashlib.sha256(text).hexdigest()[:16]
@@ -89,6 +107,7 @@ def build_from_headers(include: Path, log=print) -> tuple[ctypes.CDLL, dict]:
                    ctypes.c_void_p, ctypes.c_void_p]
     nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     return dll, {"source": f"headers from {INCLUDE_ENV}={include}", "headers": _header_version(include),
+                 **_release(include),
                  "nvcc": nvcc_version[-1] if nvcc_version else nvcc, "flags": " ".join(flags)}
 
 
