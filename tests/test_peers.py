@@ -105,6 +105,9 @@ def test_notebook_08_prints_the_peer_lines_the_record_gives_now():
 
     lines = peer_lines(record)
     assert lines and printed("peer_lines(record)").splitlines() == lines
+    # The prose's one number is the check's draw count.
+    prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert f"{peer_checks.CHECK_ROWS:,} independent draws" in prose
     ceiling = printed("no_q_ceiling(record)")
     for c in no_q_ceiling(record):
         assert f"{c['rows']} x {c['vocab']}: the kit without q reaches {c['reached']:.2f}" in ceiling
