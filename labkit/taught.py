@@ -191,7 +191,7 @@ def render_kernel(record: dict) -> str:
             "identical to eager on the GPU only with the batch-invariant row-wise Triton linear layer in the toy "
             f"models; as first shipped, with cuBLAS linear layers (whose rows change bits with the batch size), "
             f"{e['as_shipped']} of {e['responses']} (`e2e`, {_where(g.section_provenance(record, 'e2e'))}; "
-            "notebook 08, section 5).")
+            "notebook 08, section 6).")
     return "\n".join(lines)
 
 

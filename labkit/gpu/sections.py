@@ -78,6 +78,12 @@ def _race_blocks(quick: bool) -> dict:
     return race_blocks_section(*((20, 100) if quick else (200, 1000)))
 
 
+def _peers(quick: bool) -> dict:
+    from labkit.gpu.peers import PEER_SHAPES, bench_peers
+
+    return bench_peers(shapes=PEER_SHAPES[2:4] if quick else PEER_SHAPES)
+
+
 def _exactness(quick: bool) -> dict:
     from labkit.gpu.correctness import exactness
 
@@ -107,6 +113,8 @@ SECTIONS: dict[str, Section] = {s.name: s for s in [
             _kernel),
     Section("torch_natural", "the kernel vs natural torch samplers (torch.rand Gumbel, multinomial) at 256 and "
             "512 x 151936", _torch_natural),
+    Section("peers", "the kit's call with and without q beside vLLM's gumbel_sample and FlashInfer's sampling "
+            "from logits (each checked first; missing ones skipped by name), a read-only pass and a copy", _peers),
     Section("sweep", "block size x warps x fast-math level: what bounds the kernel", _sweep),
     Section("graphs", "a toy draft step: CUDA graph replay vs eager launches", _graphs),
     Section("staircase_kernel", "the kernel at 151936 against live rows, graphs padded with -1", _staircase_kernel),

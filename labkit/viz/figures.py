@@ -38,6 +38,7 @@ RECORD_FIGURES = {
     "timing_padding_staircase.png": ("staircase", timing_plots.plot_staircase),
     "timing_tokens_per_s.png": ("e2e", timing_plots.plot_tokens_per_s),
     "race_blocks.png": ("race_blocks", race_plots.plot_race_blocks),
+    "timing_peers.png": ("peers", timing_plots.plot_peers),
 }
 
 

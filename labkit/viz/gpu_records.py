@@ -280,3 +280,103 @@ def upstream_audit(record: dict | None) -> dict | None:
     if not record or not isinstance(record.get("upstream_audit"), dict) or "error" in record["upstream_audit"]:
         return None
     return {**record["upstream_audit"], "provenance": section_provenance(record, "upstream_audit")}
+
+
+# -- the kit against the samplers engineers pick instead (section "peers") ------------------------------
+
+# What each comparison says, in the order the appendix prints them. "time" ratios: the first call's
+# time over the second's (below 1: the first is faster); "share" ratios: a reference's time over the
+# call's (the fraction of that reference's speed the call reaches).
+PEER_COMPARISONS = (
+    ("kit_q_over_vllm_q", "time", "the kit's call with q", "vLLM's gumbel_sample storing its q"),
+    ("kit_no_q_over_vllm_no_q", "time", "the kit without q", "vLLM's gumbel_sample without its store"),
+    ("kit_no_q_over_flashinfer", "time", "the kit without q", "FlashInfer's SamplingFromLogits"),
+    ("kit_q_of_copy", "share", "the kit's call with q", "a copy of the same bytes"),
+    ("vllm_q_of_copy", "share", "vLLM's call with q", "a copy of the same bytes"),
+    ("kit_no_q_of_read_only", "share", "the kit without q", "a read-only pass over the logits"),
+    ("flashinfer_of_read_only", "share", "FlashInfer", "a read-only pass over the logits"),
+    ("kit_no_q_no_noise_of_read_only", "share", "the kit without q and without noise",
+     "a read-only pass over the logits"),
+)
+
+
+def peers_section(record: dict | None) -> dict | None:
+    """The record's ``peers`` section if it was measured (not an error), else None."""
+    section = (record or {}).get("peers")
+    return section if isinstance(section, dict) and section.get("sizes") else None
+
+
+def _shapes_text(shapes: list[tuple[int, int]]) -> str:
+    rows = sorted({r for r, _ in shapes})
+    vocabs = sorted({v for _, v in shapes})
+    rows_text = f"{rows[0]}-{rows[-1]}" if len(rows) > 1 else str(rows[0])
+    return f"{rows_text} rows x {', '.join(str(v) for v in vocabs)}"
+
+
+def peer_comparisons(record: dict | None) -> list[dict]:
+    """Per comparison of :data:`PEER_COMPARISONS` the record holds: its lowest and highest ratio and the
+    shapes they come from (only the shapes where both calls were timed)."""
+    section = peers_section(record)
+    out = []
+    for key, kind, first, second in PEER_COMPARISONS if section else ():
+        found = [(e["rows"], e["vocab"], e["ratios"][key]) for e in section["sizes"] if key in e.get("ratios", {})]
+        if found:
+            values, shapes = [v for _, _, v in found], [(r, v) for r, v, _ in found]
+            out.append({"key": key, "kind": kind, "first": first, "second": second, "low": min(values),
+                        "high": max(values), "shapes": shapes, "shapes_text": _shapes_text(shapes)})
+    return out
+
+
+def peers_skipped(record: dict | None) -> dict[str, str]:
+    """Peer name -> why it was not timed in the recorded run."""
+    section = peers_section(record)
+    return dict(section.get("skipped", {})) if section else {}
+
+
+def peer_lines(record: dict | None) -> list[str]:
+    """The lines notebook 08 prints about the peers: each comparison's range and shapes, the no-q
+    bound from Nsight Compute, and what the run could not time (tests/test_peers.py ties the
+    notebook's stored output to these)."""
+    lines = []
+    peers = (peers_section(record) or {}).get("peers", {})
+    if "vllm" in peers:
+        v = peers["vllm"]
+        lines.append(f"vLLM: release {v.get('version')} (commit {v.get('commit')}), its {v.get('kernel_file')}, "
+                     f"API '{v.get('api')}'")
+    if "flashinfer" in peers:
+        f = peers["flashinfer"]
+        lines.append(f"FlashInfer: {f.get('version') or f.get('headers')} ({f.get('source', '').split('=')[0]}), "
+                     f"{f.get('nvcc', '')}")
+    for c in peer_comparisons(record):
+        what = "of the time of" if c["kind"] == "time" else "of the speed of"
+        lines.append(f"{c['first']} takes {c['low']:.2f}-{c['high']:.2f} {what} {c['second']} ({c['shapes_text']})"
+                     if c["kind"] == "time" else
+                     f"{c['first']} reaches {c['low']:.2f}-{c['high']:.2f} {what} {c['second']} ({c['shapes_text']})")
+    bound = (peers_section(record) or {}).get("no_q_bound", {})
+    for e in bound.get("ncu", []):
+        if "error" in e:
+            lines.append(f"ncu at {e['rows']} x {e['vocab']}: no counts ({e['error'][:80]})")
+            continue
+        lines.append(f"ncu, the kit without q at {e['rows']} x {e['vocab']}: {e['lane_instructions_per_element']:.1f} "
+                     f"instructions per element; at the issue limit they alone take {e['issue_limit_s'] * 1e6:.1f} us "
+                     f"of the kernel's {e['duration_s'] * 1e6:.1f} us (issue slots busy {e['issue_active_pct']:.0f}% "
+                     "of the time)")
+    for name, why in peers_skipped(record).items():
+        lines.append(f"not timed: {name} ({why[:120]})")
+    return lines
+
+
+def no_q_ceiling(record: dict | None) -> list[dict]:
+    """Per ncu shape: the best share of the read-only pass the no-q call could reach if every issue slot
+    were busy (read-only time / issue-limit time), beside the share it reaches."""
+    section = peers_section(record) or {}
+    read = {(e["rows"], e["vocab"]): e for e in section.get("sizes", [])}
+    out = []
+    for e in section.get("no_q_bound", {}).get("ncu", []):
+        timed = read.get((e.get("rows"), e.get("vocab")))
+        if "error" in e or not timed or "read_only" not in timed["ms"] or "kit_no_q" not in timed["ms"]:
+            continue
+        read_s = timed["ms"]["read_only"] * 1e-3
+        out.append({"rows": e["rows"], "vocab": e["vocab"], "reached": read_s / (timed["ms"]["kit_no_q"] * 1e-3),
+                    "ceiling_at_full_issue": read_s / e["issue_limit_s"]})
+    return out

@@ -8,6 +8,7 @@
     plot_graph_vs_eager(record)       one draft step replayed from a CUDA graph against eager launches
     plot_staircase(record)            time against live rows: graphs pay for the padded size
     plot_tokens_per_s(record)         the toy engine end to end, per mode
+    plot_peers(record)                the kit beside vLLM's and FlashInfer's samplers, a read-only pass and a copy
 
 Every figure prints, under the plot, the device, machine, driver, CUDA, torch and Triton versions and
 the date of the sections it was drawn from (each section's own: a record gathers several runs).
@@ -319,3 +320,35 @@ def plot_tokens_per_s(record: dict) -> Figure:
     ax.set_title("Toy engine end to end" + (f", {prompts} prompts" if prompts else ""))
     return finish(fig, record, "bars: median of runs; dots: single runs; the toy engine is bound by Python, "
                                "not by the GPU", ("e2e",))
+
+
+# The calls of section "peers", in the order they are drawn: (key, label, colour). The kit in the
+# kit's blue, the peers in the torch colours, the references grey.
+PEER_LOOK = (("kit_q", "kit, storing q", MASKED), ("vllm_q", "vLLM gumbel_sample, storing q", TORCH),
+             ("copy", "copy of the same bytes", COPY), ("kit_no_q", "kit without q", UNMASKED),
+             ("vllm_no_q", "vLLM without its store", COMPILED), ("flashinfer", "FlashInfer SamplingFromLogits", EARLY),
+             ("read_only", "read-only pass", "#bdbdbd"))
+
+
+def plot_peers(record: dict, vocab: int = 151936) -> Figure:
+    """The kit's call beside vLLM's and FlashInfer's samplers and the two references, per batch size
+    (section ``peers``): GPU time of a cold call, one-call CUDA graph, L2 flushed. A peer the run
+    could not time is missing from the plot and named in the caption."""
+    from labkit.viz.gpu_records import peers_section, peers_skipped
+
+    fig = new_figure(height=4.0)
+    ax = fig.add_subplot(1, 1, 1)
+    section = peers_section(record) or {"sizes": []}
+    sizes = [e for e in section["sizes"] if e["vocab"] == vocab]
+    drawn = [look for look in PEER_LOOK if any(look[0] in e["ms"] for e in sizes)]
+    width = 0.8 / max(len(drawn), 1)
+    for i, (key, label, color) in enumerate(drawn):
+        xs = [j + (i - (len(drawn) - 1) / 2) * width for j, e in enumerate(sizes) if key in e["ms"]]
+        ax.bar(xs, [1e3 * e["ms"][key] for e in sizes if key in e["ms"]], width, color=color, label=label)
+    ax.set_xticks(range(len(sizes)), [f"{e['rows']} rows" for e in sizes])
+    ax.set_ylabel(f"time per call ({US})")
+    ax.set_title(f"Sampling {vocab} tokens per row: the kit beside the samplers engineers use")
+    ax.legend(fontsize=6.5, ncol=2, loc="upper left")
+    skipped = peers_skipped(record)
+    note = "not timed in this run: " + ", ".join(sorted(skipped)) if skipped else "every peer checked, then timed"
+    return finish(fig, record, note, ("peers",))
