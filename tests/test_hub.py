@@ -93,24 +93,7 @@ class RunningRoom:
         return self.proc.returncode
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    before = _room_users()
-    if before:
-        pytest.fail(f"users of an earlier room are still on this machine: {before} (python -m labkit hub stop)")
-    running = RunningRoom(tmp_path_factory.mktemp("hub"))
-    try:
-        running.wait_open()
-        yield running
-    finally:
-        running.close()
-        for name in _room_users():  # only users carrying a room's mark; remove_learner checks it again
-            mark = pwd.getpwnam(name).pw_gecos
-            accounts.remove_learner(name, mark.removeprefix(accounts.MARK_PREFIX))
-
-
-@pytest.fixture(scope="module")
-def learners(hub):
+def _log_in_and_start(hub) -> list[Learner]:
     """Each learner logged in over HTTP, with a token and a started server."""
     people = [Learner(hub.url, name, hub.passwords[name]) for name in room.learner_names(LEARNERS)]
     errors = []
@@ -148,7 +131,7 @@ def _run_notebook_00(person: Learner) -> list:
         kernel.close()
 
 
-def test_each_learner_runs_notebook_00_in_their_own_kernel(hub, learners):
+def check_each_learner_runs_notebook_00_in_their_own_kernel(hub, learners):
     results, errors = {}, []
 
     def work(person):
@@ -173,7 +156,7 @@ def test_each_learner_runs_notebook_00_in_their_own_kernel(hub, learners):
         assert any("live requests -> graph of" in c.text() for c in cells), name
 
 
-def test_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
+def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     person = learners[0]
     page = person.session.get(person.server_url() + "/", timeout=60)
     assert page.status_code == 200
@@ -188,7 +171,7 @@ def test_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     assert PLACEHOLDER_TAG in tags and "solution" not in tags
 
 
-def test_no_login_reaches_no_server(hub, learners):
+def check_no_login_reaches_no_server(hub, learners):
     import requests
 
     target = learners[1].name
@@ -202,7 +185,7 @@ def test_no_login_reaches_no_server(hub, learners):
     assert requests.get(f"{hub.url}/hub/api/users", timeout=30).status_code == 403
 
 
-def test_a_learners_login_opens_nothing_of_another(hub, learners):
+def check_a_learners_login_opens_nothing_of_another(hub, learners):
     import websocket
 
     a, b = learners[0], learners[1]
@@ -227,7 +210,7 @@ def test_a_learners_login_opens_nothing_of_another(hub, learners):
     assert b.server_api("GET", f"/kernels/{b_kernel}").status_code == 200  # B still reaches it
 
 
-def test_a_learners_kernel_cannot_touch_another_learners_files(hub, learners):
+def check_a_learners_kernel_cannot_touch_another_learners_files(hub, learners):
     a, b = learners[0], learners[1]
     b_home = room_home(b.name)
     assert stat.S_IMODE(b_home.stat().st_mode) == 0o700
@@ -255,7 +238,7 @@ def test_a_learners_kernel_cannot_touch_another_learners_files(hub, learners):
     assert not (b_home / "from-a.txt").exists()
 
 
-def test_only_the_instructor_reaches_the_admin_page(hub, learners):
+def check_only_the_instructor_reaches_the_admin_page(hub, learners):
     person = learners[2]
     assert person.session.get(f"{hub.url}/hub/admin", timeout=30).status_code == 403
     instructor = Learner(hub.url, room.ADMIN_USER, hub.passwords[room.ADMIN_USER])
@@ -269,7 +252,7 @@ def test_only_the_instructor_reaches_the_admin_page(hub, learners):
     assert "--timeout=1800" in " ".join(culler.get("command") or []), culler
 
 
-def test_no_secret_lands_where_a_learner_reads(hub, learners):
+def check_no_secret_lands_where_a_learner_reads(hub, learners):
     for name in ("hub.log", "credentials.txt", "passwords.json", "room.json"):
         path = hub.state / name
         info = path.stat()
@@ -282,7 +265,7 @@ def test_no_secret_lands_where_a_learner_reads(hub, learners):
     assert all(hub.passwords[n] in printed for n in hub.passwords)  # the logins went to the terminal
 
 
-def test_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_keep_working(hub, learners):
+def check_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_keep_working(hub, learners):
     greedy, other = learners[0], learners[1]
     outcome = {}
 
@@ -305,7 +288,7 @@ def test_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_kee
     assert not [c.error for c in outcome["cells"] if c.error], "the other learner's notebook 00 failed"
 
 
-def test_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
+def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     uids = [pwd.getpwnam(p.name).pw_uid for p in learners]
     homes = [room_home(p.name) for p in learners]
     assert hub.close() == 0, "".join(hub.output[-20:])
@@ -322,6 +305,34 @@ def test_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
         assert not (hub.state / name).exists()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", hub.port), timeout=2).close()
+
+
+CHECKS = [check_each_learner_runs_notebook_00_in_their_own_kernel, check_a_learner_opens_their_own_lab_on_notebook_00,
+          check_no_login_reaches_no_server, check_a_learners_login_opens_nothing_of_another,
+          check_a_learners_kernel_cannot_touch_another_learners_files, check_only_the_instructor_reaches_the_admin_page,
+          check_no_secret_lands_where_a_learner_reads,
+          check_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_keep_working]
+
+
+def test_a_room_of_three_learners_on_a_real_hub(tmp_path):
+    """One hub for the whole file's checks, in one test so that any test scheduler (xdist's
+    worksteal in make test) keeps them in one process, in order; each check names what failed."""
+    before = _room_users()
+    if before:
+        pytest.fail(f"users of an earlier room are still on this machine: {before} (python -m labkit hub stop)")
+    hub = RunningRoom(tmp_path)
+    try:
+        hub.wait_open()
+        learners = _log_in_and_start(hub)
+        for check in CHECKS:
+            check(hub, learners)
+        check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
+    finally:
+        hub.close()
+        for name in _room_users():  # only users carrying a room's mark; remove_learner checks it again
+            mark = pwd.getpwnam(name).pw_gecos
+            accounts.remove_learner(name, mark.removeprefix(accounts.MARK_PREFIX))
+    assert _room_users() == []
 
 
 def test_the_guard_refuses_a_user_the_room_did_not_create(tmp_path):
