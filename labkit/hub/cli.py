@@ -10,7 +10,9 @@ from pathlib import Path
 
 from labkit.errors import LabkitInputError
 
-VALUES_FILE = Path(__file__).resolve().parents[2] / "deploy" / "z2jh-values.yaml"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+VALUES_FILE = DEPLOY / "z2jh-values.yaml"
+TIME_SLICING_FILE = DEPLOY / "nvidia-time-slicing.yaml"
 
 
 def add_parser(sub) -> None:
@@ -42,7 +44,8 @@ def add_parser(sub) -> None:
     stop = verbs.add_parser("stop", help="close the room: stop every server, remove the learners and their homes")
     stop.add_argument("--state", default=None, help="the room's state folder (default build/hub)")
     values = verbs.add_parser("values", help="the Zero to JupyterHub (Kubernetes) values for the same room")
-    values.add_argument("--write", action="store_true", help="write them to deploy/ (z2jh-values.yaml)")
+    values.add_argument("--write", action="store_true",
+                        help="write them to deploy/ (z2jh-values.yaml, nvidia-time-slicing.yaml)")
 
 
 def _number(option: str, text: str, kind=int):
@@ -67,13 +70,14 @@ def run(args) -> int:
         if args.hub_command == "stop":
             print(control.stop(Path(args.state) if args.state else control.DEFAULT_STATE))
             return 0
-        text = render_values()
-        if args.write:
-            VALUES_FILE.parent.mkdir(exist_ok=True)
-            VALUES_FILE.write_text(text)
-            print(f"wrote {VALUES_FILE}")
-        else:
-            print(text, end="")
+        files = {VALUES_FILE: render_values(), TIME_SLICING_FILE: render_time_slicing()}
+        for path, text in files.items():
+            if args.write:
+                DEPLOY.mkdir(exist_ok=True)
+                path.write_text(text)
+                print(f"wrote {path}")
+            else:
+                print(f"# --- {path.name}\n{text}", end="")
         return 0
     except (control.HubError, RuntimeError) as err:
         raise LabkitInputError(str(err)) from err
@@ -105,3 +109,28 @@ def render_values() -> str:
     values = room.z2jh_values()
     header = VALUES_HEADER.format(image=f"{room.IMAGE_NAME}:{room.IMAGE_TAG}", replicas=room.Z2JH_LEARNERS_PER_GPU)
     return header + yaml.safe_dump(values, sort_keys=False, default_flow_style=False)
+
+
+TIME_SLICING_HEADER = """\
+# NVIDIA's device plugin (GPU operator) configuration for deploy/z2jh-values.yaml: each GPU is
+# advertised as {replicas} replicas of nvidia.com/gpu, one per learner's server, sharing its time.
+# Rendered from labkit/hub/room.py by `python -m labkit hub values --write`. Apply it, then point the
+# operator at it:
+#   kubectl apply -f deploy/nvidia-time-slicing.yaml
+#   kubectl patch clusterpolicies.nvidia.com/cluster-policy -n gpu-operator --type merge \\
+#     -p '{{"spec": {{"devicePlugin": {{"config": {{"name": "labkit-time-slicing", "default": "any"}}}}}}}}'
+"""
+
+
+def render_time_slicing() -> str:
+    import yaml
+
+    from labkit.hub import room
+
+    class Literal(yaml.SafeDumper):
+        """Multi-line strings (the plugin's own YAML inside the ConfigMap) as | blocks, readable."""
+
+    Literal.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v,
+                                                                 style="|" if "\n" in v else None))
+    return (TIME_SLICING_HEADER.format(replicas=room.Z2JH_LEARNERS_PER_GPU)
+            + yaml.dump(room.time_slicing_config(), Dumper=Literal, sort_keys=False, default_flow_style=False))

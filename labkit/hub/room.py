@@ -145,3 +145,16 @@ def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
         "cull": {"enabled": True, "timeout": limits.idle_timeout_s, "every": 300},
         "scheduling": {"userScheduler": {"enabled": True}},
     }
+
+
+def time_slicing_config(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
+    """NVIDIA's device plugin configuration (a ConfigMap) that advertises each GPU as
+    `learners_per_gpu` replicas of ``nvidia.com/gpu``: one per learner's server."""
+    plugin = {"version": "v1", "sharing": {"timeSlicing": {"renameByDefault": False, "failRequestsGreaterThanOne": True,
+                                                           "resources": [{"name": "nvidia.com/gpu",
+                                                                          "replicas": learners_per_gpu}]}}}
+    import yaml
+
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "labkit-time-slicing", "namespace": "gpu-operator"},
+            "data": {"any": yaml.safe_dump(plugin, sort_keys=False)}}
