@@ -16,12 +16,9 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
-import signal
 import socket
 import stat
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -33,64 +30,15 @@ if os.geteuid() != 0:
 pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip install -e '.[hub]')")
 
 from labkit.hub import accounts, room  # noqa: E402
-from labkit.hub.client import HubClientError, Learner, notebook_cells  # noqa: E402
+from labkit.hub.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LEARNERS = 3
 MEMORY = "1G"  # the smallest a room allows; notebook 00's kernel needs about 0.3 GiB of it
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _room_users() -> list[str]:
     return sorted(e.pw_name for e in pwd.getpwall() if e.pw_gecos.startswith(accounts.MARK_PREFIX))
-
-
-class RunningRoom:
-    def __init__(self, tmp: Path):
-        self.state = tmp / "state"
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.output: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labkit", "hub", "start", "--learners", str(LEARNERS), "--port", str(self.port),
-             "--memory", MEMORY, "--idle-timeout", "30", "--state", str(self.state)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
-        self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.output.append(line)
-            if "the room is open" in line:
-                self.ready.set()
-        self.ready.set()
-
-    def wait_open(self, timeout_s=300):
-        self.ready.wait(timeout_s)
-        if self.proc.poll() is not None or not any("the room is open" in line for line in self.output):
-            raise AssertionError("the hub did not open:\n" + "".join(self.output[-40:]))
-        self.room_id = json.loads((self.state / "state.json").read_text())["room_id"]
-        text = (self.state / "credentials.txt").read_text()
-        self.passwords = dict(re.findall(r"^(\S+)  password (\S+)$", text, re.M))
-        admin = re.search(r"user instructor  password (\S+)", text)
-        self.passwords[room.ADMIN_USER] = admin.group(1)
-
-    def close(self, timeout_s=120) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # Ctrl-C
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                subprocess.run([sys.executable, "-m", "labkit", "hub", "stop", "--state", str(self.state)], cwd=ROOT,
-                               timeout=timeout_s)
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 def _log_in_and_start(hub) -> list[Learner]:
@@ -320,7 +268,7 @@ def test_a_room_of_three_learners_on_a_real_hub(tmp_path):
     before = _room_users()
     if before:
         pytest.fail(f"users of an earlier room are still on this machine: {before} (python -m labkit hub stop)")
-    hub = RunningRoom(tmp_path)
+    hub = RoomProcess(tmp_path / "state", LEARNERS, "--memory", MEMORY, "--idle-timeout", "30", cwd=ROOT)
     try:
         hub.wait_open()
         learners = _log_in_and_start(hub)

@@ -9,9 +9,16 @@ code and collect what it prints. tests/test_hub.py and scripts/bench_hub.py use 
 from __future__ import annotations
 
 import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import requests
 import websocket
@@ -19,6 +26,65 @@ import websocket
 
 class HubClientError(RuntimeError):
     pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RoomProcess:
+    """`python -m labkit hub start` in a child process, as an instructor runs it in a terminal:
+    wait until it says the room is open, read the logins from its root-only file, close it with
+    Ctrl-C (SIGINT). The instructor's side of tests/test_hub.py and scripts/bench_hub.py."""
+
+    def __init__(self, state: Path, learners: int, *extra: str, cwd: Path | None = None):
+        from labkit.hub.room import ADMIN_USER
+
+        self.admin = ADMIN_USER
+        self.state = Path(state)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.output: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labkit", "hub", "start", "--learners", str(learners), "--port", str(self.port),
+             "--state", str(self.state), *extra],
+            cwd=cwd or Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, stdin=subprocess.DEVNULL)
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.output.append(line)
+            if "the room is open" in line:
+                self._ready.set()
+        self._ready.set()
+
+    def wait_open(self, timeout_s: float = 300) -> dict[str, str]:
+        """Block until the room is open; returns {user: password}, the instructor's included."""
+        self._ready.wait(timeout_s)
+        if self.proc.poll() is not None or not any("the room is open" in line for line in self.output):
+            raise HubClientError("the hub did not open:\n" + "".join(self.output[-40:]))
+        self.room_id = json.loads((self.state / "state.json").read_text())["room_id"]
+        text = (self.state / "credentials.txt").read_text()
+        self.passwords = dict(re.findall(r"^(\S+)  password (\S+)$", text, re.M))
+        self.passwords[self.admin] = re.search(rf"user {self.admin}  password (\S+)", text).group(1)
+        return self.passwords
+
+    def close(self, timeout_s: float = 120) -> int:
+        """Ctrl-C, and wait for the room to tear itself down (`hub stop` if it does not)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                subprocess.run([sys.executable, "-m", "labkit", "hub", "stop", "--state", str(self.state)],
+                               timeout=timeout_s)
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
 
 
 @dataclass
