@@ -124,6 +124,7 @@ def bench(n: int, extra: list[str]) -> dict:
             load_after = _loadavg()
         finally:
             hub.close()
+    proxy = next((line.split("proxy: ", 1)[1].strip() for line in hub.output if "proxy: " in line), "?")
     per = [out[name] for name in sorted(out)]
     if len(per) != n:
         raise RuntimeError(f"only {len(per)} of {n} learners finished (see the output above)")
@@ -131,7 +132,7 @@ def bench(n: int, extra: list[str]) -> dict:
     lasts = [p["last_cell_s"] for p in per]
     gpu = [p["gpu_peak_bytes"] for p in per if p["gpu_peak_bytes"] is not None]
     return {
-        "learners": n, "servers_started_s": round(spawn_s, 1),
+        "learners": n, "servers_started_s": round(spawn_s, 1), "proxy": proxy,
         "first_output_s": {"median": round(statistics.median(firsts), 2), "worst": round(max(firsts), 2)},
         "last_cell_s": {"median": round(statistics.median(lasts), 1), "worst": round(max(lasts), 1)},
         "memory_per_learner_mib": {"median": round(statistics.median(p["peak_rss_bytes"] for p in per) / 2**20),
@@ -149,22 +150,20 @@ def bench(n: int, extra: list[str]) -> dict:
 
 
 def _provenance(args, extra) -> dict:
+    from importlib.metadata import version
+
     import torch
 
     import labkit
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    from importlib.metadata import version
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"command": "sudo .venv/bin/python scripts/bench_hub.py " + " ".join(sys.argv[1:]),
+    python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable
+    return {"command": f"{python} scripts/bench_hub.py " + " ".join(sys.argv[1:]) + " (as root)",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "commit": commit.strip() + ("+dirty" if dirty else ""),
+            "commit": args.commit,
             "machine": f"{len(os.sched_getaffinity(0))} cores ({cpu}), {memory_gib:.0f} GiB"
                        + (f", {gpu}" if gpu else ", no GPU"),
             "shared_cpu": args.shared_note, "python": platform.python_version(), "torch": torch.__version__,
@@ -183,6 +182,11 @@ def main(argv=None) -> int:
         print("bench_hub: the hub creates a system user per learner: run it as root (sudo)", file=sys.stderr)
         return 2
     sizes = [int(x) for x in args.learners.split(",")]
+    # The tree the figures come from, read before the runs (an edit during them would not be in it).
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    args.commit = commit.strip() + ("+uncommitted changes" if dirty else "")
     extra = ["--proxy", args.proxy] + (["--memory", args.memory] if args.memory else [])
     rows = []
     for n in sizes:

@@ -177,6 +177,9 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     hub = None
     keep_open = False  # only start(foreground=False) returns with the room still open
     try:
+        if not runtime.has_lab():
+            _say("JupyterLab is not installed here: each learner gets the Jupyter server alone (its REST and kernel "
+                 "API, what JupyterLab talks to; no web page). Fine for scripts/bench_hub.py, not for a room.")
         _say(f"room {this.room_id}: {learners} learners, {limits.memory_bytes / 2**30:.1f} GiB each, "
              f"GPU memory share {limits.gpu_memory_fraction:.3f}, idle servers culled after "
              f"{limits.idle_timeout_s // 60} min; proxy: {proxy_line}")
@@ -202,9 +205,11 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             "state_dir": str(state_dir), "learners": names, "public_url": public_url,
             "hub_port": _free_port(), "proxy_api_port": _free_port(), "proxy_command": proxy_cmd,
             "learner_python": python, "hub_python": sys.executable, "limits": limits.to_json(),
+            "lab": runtime.has_lab(),
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
-                "PYTHONPATH": str(kit), **python_env, **runtime.jupyter_env(),
+                "PYTHONPATH": os.pathsep.join([str(kit), *runtime.hub_pythonpath(KIT_ROOT)]),
+                **python_env, **runtime.jupyter_env(),
             },
         }
         _private_write(state_dir / "room.json", json.dumps(spec, indent=1))

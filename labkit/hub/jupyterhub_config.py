@@ -38,7 +38,7 @@ c.JupyterHub.allow_named_servers = False
 # What each learner gets: their JupyterLab, as their own system user, on notebook 00 of their folder.
 c.JupyterHub.spawner_class = "labkit.hub.spawner.RoomSpawner"
 c.Spawner.cmd = [_spec["learner_python"], "-m", "jupyterhub.singleuser"]
-c.Spawner.default_url = _room.DEFAULT_URL
+c.Spawner.default_url = _room.DEFAULT_URL if _spec.get("lab", True) else "/api/status"
 c.Spawner.notebook_dir = f"~/{_room.LEARNER_FOLDER}"
 c.Spawner.mem_limit = _limits.memory_bytes
 c.Spawner.env_keep = ["LANG", "LC_ALL"]
@@ -47,8 +47,9 @@ c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
 # Kernels talk to their server over unix sockets in the learner's own runtime folder (mode 0700),
 # not over loopback TCP ports that any user of the box could connect to.
-c.Spawner.args = ["--KernelManager.transport=ipc", "--LabApp.news_url=",
-                  "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+c.Spawner.args = ["--KernelManager.transport=ipc"]
+if _spec.get("lab", True):
+    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service).
 c.JupyterHub.services = [{

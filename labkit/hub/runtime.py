@@ -93,15 +93,31 @@ def learner_python(runtime: Path) -> tuple[str, dict[str, str]]:
     return str(env_dir / "bin" / "python"), env_lib
 
 
+def has_lab() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jupyterlab") is not None
+
+
 def jupyter_env() -> dict[str, str]:
     """Where JupyterLab's assets and the server's extension configuration live (the environment
-    that has jupyterlab installed), for a learner's server that may run from another prefix."""
+    that has jupyterlab installed), for a learner's server that may run from another prefix.
+    Without JupyterLab (a box that carried only the Jupyter server), nothing to point at."""
+    if not has_lab():
+        return {}
     import jupyterlab
 
     prefix = Path(jupyterlab.__file__).resolve().parents[4]  # <prefix>/lib/pythonX.Y/site-packages/jupyterlab
     return {"JUPYTER_PATH": str(prefix / "share" / "jupyter"),
             "JUPYTERLAB_DIR": str(prefix / "share" / "jupyter" / "lab"),
             "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter")}
+
+
+def hub_pythonpath(kit_root: Path) -> list[str]:
+    """The hub's own PYTHONPATH entries, but the kit's source tree: packages a box carries as wheels
+    into a folder on PYTHONPATH (the GPU box) must reach the learners' servers too."""
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    return [e for e in entries if Path(e).resolve() != Path(kit_root).resolve()]
 
 
 def kit_copy(runtime: Path) -> Path:
