@@ -176,6 +176,8 @@ def main(argv=None) -> int:
     parser.add_argument("--record", action="store_true", help="write the record (labkit/data/{cpu,gpu}/hub_room.json)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the record's other room sizes (a box whose calls run one size at a time)")
     parser.add_argument("--shared-note", default="", help="what else ran on the box (recorded with the figures)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
@@ -192,6 +194,7 @@ def main(argv=None) -> int:
     for n in sizes:
         print(f"== {n} learner(s) ...", flush=True)
         row = bench(n, extra)
+        row["measured"] = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {args.commit}"
         rows.append(row)
         gpu = row["gpu_memory_per_learner_mib"]
         first, last = row["first_output_s"], row["last_cell_s"]
@@ -209,6 +212,10 @@ def main(argv=None) -> int:
 
         kind = "gpu" if torch.cuda.is_available() else "cpu"
         path = ROOT / "labkit" / "data" / kind / "hub_room.json"
+        if args.merge and path.exists():
+            measured = {row["learners"] for row in rows}
+            rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
+                          key=lambda r: r["learners"])
         path.write_text(json.dumps({"provenance": _provenance(args, extra), "rooms": rows}, indent=1) + "\n")
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
