@@ -186,6 +186,54 @@ def check_a_learners_kernel_cannot_touch_another_learners_files(hub, learners):
     assert not (b_home / "from-a.txt").exists()
 
 
+def _server_of(name: str) -> tuple[int, str]:
+    """(pid, internal URL) of a learner's running server, read as root from its environment."""
+    for pid in accounts.pids_of(pwd.getpwnam(name).pw_uid):
+        try:
+            raw = Path(f"/proc/{pid}/environ").read_text().split("\0")
+            env = dict(item.split("=", 1) for item in raw if "=" in item)
+        except OSError:
+            continue
+        if "jupyterhub.singleuser" in Path(f"/proc/{pid}/cmdline").read_text() and "JUPYTERHUB_SERVICE_URL" in env:
+            return pid, env["JUPYTERHUB_SERVICE_URL"]
+    raise AssertionError(f"no running server of {name}")
+
+
+def check_a_learners_kernel_cannot_go_around_the_proxy(hub, learners):
+    """From inside A's kernel: B's server on its own loopback port, B's processes' environment, the
+    hub's secrets in A's environment."""
+    a, b = learners[0], learners[1]
+    pid, url = _server_of(b.name)
+    kernel = a.kernel(a.start_kernel())
+    try:
+        probe = kernel.execute(
+            "import os, urllib.request, urllib.error\n"
+            "class NoRedirect(urllib.request.HTTPRedirectHandler):\n"
+            "    def redirect_request(self, *args, **kwargs):\n"
+            "        return None\n"
+            "def status(url):\n"
+            "    try:\n"
+            "        return urllib.request.build_opener(NoRedirect).open(url, timeout=20).status\n"
+            "    except urllib.error.HTTPError as err:\n"
+            "        return err.code\n"
+            "def environ(pid):\n"
+            "    try:\n"
+            "        open(f'/proc/{pid}/environ').read(); return 'read'\n"
+            "    except PermissionError:\n"
+            "        return 'denied'\n"
+            "secret = [k for k in os.environ if 'TOKEN' in k or 'SECRET' in k or 'PASSWORD' in k]\n"
+            f"print(status({url + 'api/contents'!r}), status({url + 'api/kernels'!r}), environ({pid}),\n"
+            "      ','.join(sorted(secret)))")
+    finally:
+        kernel.close()
+    assert probe.error is None, probe.error
+    contents, kernels, env, secret = probe.text().split()
+    assert contents in ("302", "403") and kernels in ("302", "403"), probe.text()
+    assert env == "denied", probe.text()
+    # Only A's own API token (under its two names); no proxy token, cookie secret or password.
+    assert set(secret.split(",")) <= {"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"}, secret
+
+
 def check_only_the_instructor_reaches_the_admin_page(hub, learners):
     person = learners[2]
     assert person.session.get(f"{hub.url}/hub/admin", timeout=30).status_code == 403
@@ -257,7 +305,8 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
 
 CHECKS = [check_each_learner_runs_notebook_00_in_their_own_kernel, check_a_learner_opens_their_own_lab_on_notebook_00,
           check_no_login_reaches_no_server, check_a_learners_login_opens_nothing_of_another,
-          check_a_learners_kernel_cannot_touch_another_learners_files, check_only_the_instructor_reaches_the_admin_page,
+          check_a_learners_kernel_cannot_touch_another_learners_files,
+          check_a_learners_kernel_cannot_go_around_the_proxy, check_only_the_instructor_reaches_the_admin_page,
           check_no_secret_lands_where_a_learner_reads,
           check_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_keep_working]
 
