@@ -163,4 +163,4 @@ mutants: $(STAMP)
 	$(BIN)/python scripts/mutation_check.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse
+	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse build/hub-runtime build/hub-proxy

@@ -91,3 +91,14 @@ def test_bad_room_settings_get_one_line_errors():
             room.limits_for(4, **kwargs)
     with pytest.raises(LabkitInputError, match="1 to 99"):
         room.learner_names(0)
+
+
+def test_the_hub_without_root_says_so_in_one_line(monkeypatch, capsys):
+    from labkit.__main__ import main
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert main(["hub", "start", "--learners", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs root" in err and "system user per learner" in err, err
+    assert main(["hub", "stop"]) == 2
+    assert "needs root" in capsys.readouterr().err
