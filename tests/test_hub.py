@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 import socket
 import stat
 import subprocess
@@ -311,6 +312,39 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
         socket.create_connection(("127.0.0.1", hub.port), timeout=2).close()
 
 
+def check_a_killed_hub_still_leaves_nothing(tmp_path):
+    """A second, smaller room whose JupyterHub dies (SIGKILL) under it: closing the room still ends
+    the proxy and the idle culler the hub had started (each in a session of its own), the learner's
+    server and the user."""
+    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, cwd=ROOT)
+    try:
+        passwords = small.wait_open()
+        person = Learner(small.url, room.learner_names(1)[0], passwords[room.learner_names(1)[0]])
+        person.login()
+        person.new_token()
+        person.start_server()
+        uid = pwd.getpwnam(person.name).pw_uid
+        hub_pid = json.loads((small.state / "state.json").read_text())["hub_pid"]
+        below = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_below(int(p.name), hub_pid)]
+        assert len(below) >= 2, below  # the proxy and the culler, at least
+        os.kill(hub_pid, signal.SIGKILL)
+    finally:
+        small.close()
+    assert not accounts.exists(person.name) and not accounts.pids_of(uid)
+    assert not [pid for pid in below if Path(f"/proc/{pid}").exists()], "a process the hub started is still running"
+
+
+def _is_below(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
+
+
 CHECKS = [check_each_learner_runs_notebook_00_in_their_own_kernel, check_a_learner_opens_their_own_lab_on_notebook_00,
           check_no_login_reaches_no_server, check_a_learners_login_opens_nothing_of_another,
           check_a_learners_kernel_cannot_touch_another_learners_files,
@@ -332,6 +366,7 @@ def test_a_room_of_three_learners_on_a_real_hub(tmp_path):
         for check in CHECKS:
             check(hub, learners)
         check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
+        check_a_killed_hub_still_leaves_nothing(tmp_path)
     finally:
         hub.close()
         for name in _room_users():  # only users carrying a room's mark; remove_learner checks it again

@@ -67,6 +67,9 @@ class Room:
     pid: int = 0  # the `hub start` process that tears the room down
     hub_pid: int = 0
     created: list[str] = field(default_factory=list)
+    # (pid, start time) of the proxy and services the hub started, as last seen: each runs in a
+    # session of its own, and outlives a hub that is killed unless the room ends it.
+    below_hub: list = field(default_factory=list)
 
     @property
     def state_file(self) -> Path:
@@ -74,7 +77,8 @@ class Room:
 
     def save(self) -> None:
         data = {"room_id": self.room_id, "learners": self.learners, "public_url": self.public_url,
-                "pid": self.pid, "hub_pid": self.hub_pid, "created": self.created}
+                "pid": self.pid, "hub_pid": self.hub_pid, "created": self.created,
+                "below_hub": [list(p) for p in self.below_hub]}
         _private_write(self.state_file, json.dumps(data, indent=1))
 
     @classmethod
@@ -233,7 +237,12 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             keep_open = True
             return this
         _say("the room is open: Ctrl-C here (or python -m labkit hub stop) closes it and removes the learners")
-        hub.wait()
+        while hub.poll() is None:
+            seen = [list(p) for p in _descendants(hub.pid) if _stat(p[0]) and _stat(p[0])[0] == hub.pid]
+            if seen != this.below_hub:
+                this.below_hub = seen
+                this.save()
+            time.sleep(2)
         _say(f"JupyterHub exited with status {hub.returncode}; closing the room")
     except KeyboardInterrupt:
         _say("\nclosing the room" + (f" (signal {stopping[0]})" if stopping else ""))
@@ -245,10 +254,51 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     return this
 
 
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time) of a process, from /proc (None if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _descendants(pid: int) -> list[tuple[int, int]]:
+    """(pid, start time) of every process below `pid`: the proxy and services the hub started, each
+    in a session of its own, which a signal to the hub's process group would not reach."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (st := _stat(int(entry.name))):
+            parents.setdefault(st[0], []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if st := _stat(child):
+                found.append((child, st[1]))
+                todo.append(child)
+    return found
+
+
+def _end_left(processes: list[tuple[int, int]], grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL, those of `processes` still running (same pid and start time)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [pid for pid, start in processes if (st := _stat(pid)) and st[1] == start]
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while left and time.monotonic() < deadline:
+            left = [pid for pid in left if _stat(pid)]
+            time.sleep(0.1)
+
+
 def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
     """Stop the hub (it stops the servers and the proxy), end what is left of the learners, remove the
     users, their homes and the room's secrets. Returns the users removed. Safe to run twice."""
     hub_pid = hub.pid if hub is not None else this.hub_pid
+    below = [tuple(p) for p in this.below_hub] + (_descendants(hub_pid) if _alive(hub_pid) else [])
     if _alive(hub_pid):
         os.kill(hub_pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
@@ -261,6 +311,7 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
                 pass
             if hub is not None:
                 hub.wait()
+    _end_left(below)  # a proxy or service the hub did not stop (it was killed, or failed to)
     _end_leftover_proxy(this.state_dir)
     removed, refused = [], []
     for name in dict.fromkeys(this.created + accounts.room_users(this.room_id)):
@@ -274,6 +325,7 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
         (this.state_dir / secret).unlink(missing_ok=True)
     this.created = [n for n in this.created if accounts.exists(n)]
     this.pid = this.hub_pid = 0
+    this.below_hub = []
     this.save()
     shutil.rmtree(RUNTIME_DIR / "kit", ignore_errors=True)
     shutil.rmtree(RUNTIME_DIR / "learner-folder", ignore_errors=True)
