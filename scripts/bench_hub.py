@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import pwd
+import shlex
 import statistics
 import subprocess
 import sys
@@ -161,7 +162,7 @@ def _provenance(args, extra) -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable
-    return {"command": f"{python} scripts/bench_hub.py " + " ".join(sys.argv[1:]) + " (as root)",
+    return {"command": f"{python} scripts/bench_hub.py {shlex.join(sys.argv[1:])} (as root)",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": args.commit,
             "machine": f"{len(os.sched_getaffinity(0))} cores ({cpu}), {memory_gib:.0f} GiB"
