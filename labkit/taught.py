@@ -401,4 +401,4 @@ def all_renderers() -> dict[str, Callable[[], str]]:
     from labkit.hub import record as hub_record
     from labkit.workshop import agenda
 
-    return {**agenda.renderers(), **renderers(), **hub_record.renderers()}
+    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap)}

@@ -87,12 +87,10 @@ def render_gpu() -> str:
     return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record)
 
 
-def _wrap(text: str) -> str:
-    """The docs' line length for the prose; a table's rows stay whole."""
-    from labkit.taught import wrap
+def renderers(wrap) -> dict:
+    """The blocks, their prose wrapped by `wrap` (labkit.taught's, the docs' line length, which
+    passes it in); a table's rows stay whole."""
+    def wrapped(render):
+        return lambda: "\n".join(line if line.startswith("|") else wrap(line) for line in render().split("\n"))
 
-    return "\n".join(line if line.startswith("|") else wrap(line) for line in text.split("\n"))
-
-
-def renderers() -> dict:
-    return {"cpu:hub-room": lambda: _wrap(render_cpu()), "gpu:hub-room": lambda: _wrap(render_gpu())}
+    return {"cpu:hub-room": wrapped(render_cpu), "gpu:hub-room": wrapped(render_gpu)}
