@@ -92,6 +92,8 @@ VALUES_HEADER = """\
 # The image is the one binder/ describes, built by repo2docker with the repository outside the
 # learners' home volume:
 #   repo2docker --no-run --target-repo-dir /srv/labkit --image-name {image} .
+# The server in the image is repo2docker's own jupyterhub-singleuser: check that its major version is
+# the chart's JupyterHub's (docker run --rm {image} jupyterhub-singleuser --version) before the room.
 # One GPU per node, shared by time-slicing: install NVIDIA's device plugin with
 # deploy/nvidia-time-slicing.yaml, which advertises each GPU as {replicas} `nvidia.com/gpu` replicas, so
 # {replicas} learners' servers (one replica each) share a node's GPU; each kernel holds itself to its
