@@ -21,6 +21,7 @@ import socket
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -312,11 +313,11 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
         socket.create_connection(("127.0.0.1", hub.port), timeout=2).close()
 
 
-def check_a_killed_hub_still_leaves_nothing(tmp_path):
-    """A second, smaller room whose JupyterHub dies (SIGKILL) under it: closing the room still ends
-    the proxy and the idle culler the hub had started (each in a session of its own), the learner's
-    server and the user."""
-    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, cwd=ROOT)
+def check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path):
+    """A second room of one, with an idle timeout of 15 s: the idle culler stops the learner's
+    unused server. Then its JupyterHub dies (SIGKILL) under it: closing the room still ends the proxy
+    and the culler the hub had started (each in a session of its own), and the user."""
+    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--idle-timeout", "0.25", cwd=ROOT)
     try:
         passwords = small.wait_open()
         person = Learner(small.url, room.learner_names(1)[0], passwords[room.learner_names(1)[0]])
@@ -324,6 +325,11 @@ def check_a_killed_hub_still_leaves_nothing(tmp_path):
         person.new_token()
         person.start_server()
         uid = pwd.getpwnam(person.name).pw_uid
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and person.hub_api("GET", f"/users/{person.name}").json()["servers"]:
+            time.sleep(2)
+        assert person.hub_api("GET", f"/users/{person.name}").json()["servers"] == {}, "the idle server was not culled"
+        assert not accounts.pids_of(uid), "the culled server's processes are still running"
         hub_pid = json.loads((small.state / "state.json").read_text())["hub_pid"]
         below = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_below(int(p.name), hub_pid)]
         assert len(below) >= 2, below  # the proxy and the culler, at least
@@ -366,7 +372,7 @@ def test_a_room_of_three_learners_on_a_real_hub(tmp_path):
         for check in CHECKS:
             check(hub, learners)
         check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
-        check_a_killed_hub_still_leaves_nothing(tmp_path)
+        check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path)
     finally:
         hub.close()
         for name in _room_users():  # only users carrying a room's mark; remove_learner checks it again

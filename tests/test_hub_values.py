@@ -86,7 +86,7 @@ def test_bad_room_settings_get_one_line_errors():
     from labkit.errors import LabkitInputError
 
     for kwargs, words in (({"memory": "lots"}, "give a size"), ({"gpu_share": 1.5}, "(0, 1]"),
-                          ({"idle_timeout_s": 5}, "at least 60"), ({"memory": "100M"}, "at least 1 GiB")):
+                          ({"idle_timeout_s": 5}, "at least 10 seconds"), ({"memory": "100M"}, "at least 1 GiB")):
         with pytest.raises(LabkitInputError, match=words.replace("(", r"\(").replace("]", r"\]")):
             room.limits_for(4, **kwargs)
     with pytest.raises(LabkitInputError, match="1 to 99"):

@@ -52,6 +52,10 @@ def _private_write(path: Path, text: str) -> None:
         fh.write(text)
 
 
+def _duration(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
 def _say(message: str) -> None:
     print(message, flush=True)
 
@@ -186,7 +190,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
                  "API, what JupyterLab talks to; no web page). Fine for scripts/bench_hub.py, not for a room.")
         _say(f"room {this.room_id}: {learners} learners, {limits.memory_bytes / 2**30:.1f} GiB each, "
              f"GPU memory share {limits.gpu_memory_fraction:.3f}, idle servers culled after "
-             f"{limits.idle_timeout_s // 60} min; proxy: {proxy_line}")
+             f"{_duration(limits.idle_timeout_s)}; proxy: {proxy_line}")
         RUNTIME_DIR.mkdir(parents=True, exist_ok=True)
         python, python_env = runtime.learner_python(RUNTIME_DIR)
         kit = runtime.kit_copy(RUNTIME_DIR)

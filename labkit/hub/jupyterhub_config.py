@@ -55,7 +55,7 @@ if _spec.get("lab", True):
 c.JupyterHub.services = [{
     "name": "idle-culler",
     "command": [_spec["hub_python"], "-m", "jupyterhub_idle_culler", f"--timeout={_limits.idle_timeout_s}",
-                f"--cull-every={max(30, min(300, _limits.idle_timeout_s // 4))}"],
+                f"--cull-every={max(5, min(300, _limits.idle_timeout_s // 4))}"],
 }]
 c.JupyterHub.load_roles = [{
     "name": "idle-culler",

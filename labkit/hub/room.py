@@ -38,6 +38,7 @@ DEFAULT_MEMORY_GIB = 3.0
 MIN_MEMORY_GIB = 1.0
 # Idle servers are stopped after this long without activity; a coffee break keeps its servers.
 DEFAULT_IDLE_TIMEOUT_S = 30 * 60
+MIN_IDLE_TIMEOUT_S = 10  # the test culls a server this fast; a room wants minutes
 # Of the GPU's memory the learners' kernels share this much between them: each CUDA context takes
 # a few hundred MB outside the caching allocator that the share limits.
 GPU_SHARED_PART = 0.9
@@ -109,8 +110,8 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
     share = gpu_share if gpu_share is not None else round(GPU_SHARED_PART / learners, 4)
     if not 0 < share <= 1:
         raise LabkitInputError(f"--gpu-share {share}: a share of the GPU's memory is a number in (0, 1]")
-    if idle_timeout_s < 60:
-        raise LabkitInputError(f"--idle-timeout {idle_timeout_s}: at least 60 seconds")
+    if idle_timeout_s < MIN_IDLE_TIMEOUT_S:
+        raise LabkitInputError(f"--idle-timeout: {idle_timeout_s} s, at least {MIN_IDLE_TIMEOUT_S} seconds")
     return Limits(memory_bytes=chosen, gpu_memory_fraction=share, idle_timeout_s=int(idle_timeout_s),
                   cpu_threads=max(1, cores // learners))
 
