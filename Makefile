@@ -40,7 +40,7 @@ JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaff
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: lab test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
+.PHONY: hub lab test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
 # Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
@@ -54,7 +54,7 @@ $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 		src=$$($(PIP_SOURCE)) && \
 		echo "   packages from: $${src:-the configured indexes} (TORCH=$(TORCH)$(if $(WHEELHOUSE), WHEELHOUSE=$(WHEELHOUSE)))" && \
 		$(PIP_INSTALL) $$src --upgrade pip && \
-		$(PIP_INSTALL) $$src --no-compile -c requirements/ci.txt -e ".[lab,test,browser]" && \
+		$(PIP_INSTALL) $$src --no-compile -c requirements/ci.txt -e ".[lab,test,browser,hub]" && \
 		{ $(BIN)/python -m compileall -qq -j 0 $(VENV)/lib >/dev/null || true; }'
 	@touch $@
 
@@ -130,6 +130,16 @@ endif
 test-browser: $(STAMP)
 	@LABKIT_BACKEND=torch LABKIT_BROWSER_PARALLEL=$(JOBS) $(TIMED) $(BROWSER_SKIP) browser $(BIN)/python -m pytest -q -rs tests/browser
 
+# A JupyterHub for a room on this server, as root (docs/INSTRUCTOR_GUIDE.md, "One shared server"):
+# one system user, JupyterLab and fresh student edition per learner; Ctrl-C closes it and removes them.
+# JupyterHub's Node proxy goes into build/hub-proxy where npm is (else the hub runs its Python port).
+# make hub LEARNERS=30 HUB_ARGS="--memory 4G --idle-timeout 45"
+LEARNERS ?= 30
+HUB_ARGS ?=
+hub: $(STAMP)
+	@if command -v npm >/dev/null; then $(BIN)/python -c "from labkit.hub import proxy as p; p.node_proxy().exists() or p.install_node_proxy()"; fi
+	$(BIN)/python -m labkit hub start --learners $(LEARNERS) $(HUB_ARGS)
+
 repro: $(STAMP)
 	$(BIN)/python -m labkit repro $(ARGS)
 
@@ -153,4 +163,4 @@ mutants: $(STAMP)
 	$(BIN)/python scripts/mutation_check.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse
+	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse build/hub-runtime build/hub-proxy

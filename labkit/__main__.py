@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
     student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
     student.add_argument("--out", default="student", help="output folder (default: student)")
+    from labkit.hub.cli import add_parser as add_hub_parser  # a room on one server (labkit.hub)
+    add_hub_parser(sub)
     return parser
 
 
@@ -225,8 +227,14 @@ def _audit_vllm(args) -> int:
     return 0 if result.complete else 1
 
 
+def _hub(args) -> int:
+    from labkit.hub.cli import run
+
+    return run(args)
+
+
 COMMANDS = {"audit-vllm": _audit_vllm, "repro": _repro, "info": _info, "figures": _figures,
-            "student-edition": _student_edition, "agenda": _agenda, "docs": _docs}
+            "student-edition": _student_edition, "agenda": _agenda, "docs": _docs, "hub": _hub}
 
 
 def _optional_requirements() -> dict[str, list[str]]:

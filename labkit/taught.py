@@ -398,6 +398,7 @@ def all_renderers() -> dict[str, Callable[[], str]]:
     (Here, not in :mod:`labkit.docblocks`: the agendas live on the workshop's floor, above the
     marker mechanics that they use.)
     """
+    from labkit.hub import record as hub_record
     from labkit.workshop import agenda
 
-    return {**agenda.renderers(), **renderers()}
+    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap)}

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""How many learners one box holds: N learners run notebook 00 and 01's repro at the same moment.
+
+For each N (--learners 1,4,8): a real room (`python -m labkit hub start`, as root), N learners
+logged in over HTTP with their servers started (not timed: the room opens before the session);
+then, released together by a barrier, each learner opens a kernel and runs every code cell of
+their own notebook 00 and notebook 01, and then the repro the way `python -m labkit repro` runs
+it (triton with real CUDA graphs on a GPU, torch on a CPU). Printed per N: time to each
+learner's first output and to their last cell (median, worst), memory per learner (peak RSS of
+their server and kernel together), and on a GPU the GPU memory per learner (the caching
+allocator's peak) and whether every learner saw the corruption under the buggy graphs and 50 of
+50 right with the fix. A benchmark, not a test: it prints figures and asserts no speed.
+
+    sudo .venv/bin/python scripts/bench_hub.py --learners 1,4,8 [--record]
+
+--record writes labkit/data/cpu/hub_room.json (labkit/data/gpu/hub_room.json on a GPU) with
+its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import pwd
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from labkit.hub import room  # noqa: E402
+from labkit.hub.accounts import pids_of  # noqa: E402
+from labkit.hub.client import Learner, RoomProcess, notebook_cells  # noqa: E402
+
+# The repro as the command runs it, in the learner's kernel; one JSON line back.
+REPRO = """\
+import json, torch, labkit
+from labkit.backends import using_backend
+from labkit.modes import DEFAULT_MODES
+from labkit.repro import BenchConfig, run_bench
+_backend = "triton" if torch.cuda.is_available() and labkit.backends.HAS_TRITON else "torch"
+with using_backend(_backend):
+    _r = run_bench(BenchConfig(), DEFAULT_MODES, progress=False)
+print("LABKIT_BENCH " + json.dumps({
+    "backend": _backend, "responses": _r.modes["graph-fixed"].responses,
+    "buggy_corrupted": _r.modes["graph-buggy"].corrupted, "fixed_corrupted": _r.modes["graph-fixed"].corrupted,
+    "gpu_peak_bytes": torch.cuda.max_memory_reserved() if torch.cuda.is_available() else None}))
+"""
+
+
+def _peak_rss(uid: int) -> int:
+    """Sum of VmHWM (peak resident memory) of a learner's processes, bytes."""
+    total = 0
+    for pid in pids_of(uid):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def _learner_run(person: Learner, barrier: threading.Barrier, out: dict) -> None:
+    folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
+    cells = [*notebook_cells(folder / "00_setup_and_tour.ipynb"),
+             *notebook_cells(folder / "01_reproduce_the_gibberish.ipynb")]
+    barrier.wait()
+    t0 = time.monotonic()
+    kernel = person.kernel(person.start_kernel())
+    first = None
+    errors = []
+    try:
+        for code in cells + [REPRO]:
+            result = kernel.execute(code, timeout_s=1200)
+            if first is None and result.first_output_s is not None:
+                first = time.monotonic() - t0 - result.seconds + result.first_output_s
+            if result.error:
+                errors.append(f"{result.error['ename']}: {result.error['evalue']}")
+        line = next(x for x in result.text().splitlines() if x.startswith("LABKIT_BENCH "))
+        repro = json.loads(line.removeprefix("LABKIT_BENCH "))
+    finally:
+        kernel.close()
+    out[person.name] = {"first_output_s": first, "last_cell_s": time.monotonic() - t0, "errors": errors,
+                        "peak_rss_bytes": _peak_rss(pwd.getpwnam(person.name).pw_uid), **repro}
+
+
+def _loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def bench(n: int, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="labkit-bench-hub-") as tmp:
+        os.chmod(tmp, 0o700)
+        hub = RoomProcess(Path(tmp) / "state", n, *extra)
+        try:
+            passwords = hub.wait_open()
+            people = [Learner(hub.url, name, passwords[name]) for name in room.learner_names(n)]
+            for person in people:
+                person.login()
+                person.new_token()
+            t_spawn = time.monotonic()
+            threads = [threading.Thread(target=p.start_server) for p in people]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            spawn_s = time.monotonic() - t_spawn
+            load_before = _loadavg()
+            barrier = threading.Barrier(n)
+            out: dict = {}
+            threads = [threading.Thread(target=_learner_run, args=(p, barrier, out)) for p in people]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            load_after = _loadavg()
+        finally:
+            hub.close()
+    proxy = next((line.split("proxy: ", 1)[1].strip() for line in hub.output if "proxy: " in line), "?")
+    per = [out[name] for name in sorted(out)]
+    if len(per) != n:
+        raise RuntimeError(f"only {len(per)} of {n} learners finished (see the output above)")
+    firsts = [p["first_output_s"] for p in per]
+    lasts = [p["last_cell_s"] for p in per]
+    gpu = [p["gpu_peak_bytes"] for p in per if p["gpu_peak_bytes"] is not None]
+    return {
+        "learners": n, "servers_started_s": round(spawn_s, 1), "proxy": proxy,
+        "first_output_s": {"median": round(statistics.median(firsts), 2), "worst": round(max(firsts), 2)},
+        "last_cell_s": {"median": round(statistics.median(lasts), 1), "worst": round(max(lasts), 1)},
+        "memory_per_learner_mib": {"median": round(statistics.median(p["peak_rss_bytes"] for p in per) / 2**20),
+                                   "worst": round(max(p["peak_rss_bytes"] for p in per) / 2**20)},
+        "gpu_memory_per_learner_mib": ({"median": round(statistics.median(gpu) / 2**20),
+                                        "worst": round(max(gpu) / 2**20)} if gpu else None),
+        "backend": sorted({p["backend"] for p in per}),
+        "every_learner_saw_corruption": all(p["buggy_corrupted"] > 0 for p in per),
+        "every_learner_fixed_all": all(p["fixed_corrupted"] == 0 for p in per),
+        "fixed_right": f"{min(p['responses'] - p['fixed_corrupted'] for p in per)} of {per[0]['responses']}",
+        "buggy_corrupted": sorted(p["buggy_corrupted"] for p in per),
+        "errors": sorted({e for p in per for e in p["errors"]}),
+        "load_average": {"before": load_before, "after": load_after},
+    }
+
+
+def _provenance(args, extra) -> dict:
+    from importlib.metadata import version
+
+    import torch
+
+    import labkit
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable
+    return {"command": f"{python} scripts/bench_hub.py {shlex.join(sys.argv[1:])} (as root)",
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": args.commit,
+            "machine": f"{len(os.sched_getaffinity(0))} cores ({cpu}), {memory_gib:.0f} GiB"
+                       + (f", {gpu}" if gpu else ", no GPU"),
+            "shared_cpu": args.shared_note, "python": platform.python_version(), "torch": torch.__version__,
+            "jupyterhub": version("jupyterhub"), "labkit": labkit.__version__, "hub_args": extra}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--learners", default="1,4,8", help="comma-separated room sizes (default 1,4,8)")
+    parser.add_argument("--record", action="store_true", help="write the record (labkit/data/{cpu,gpu}/hub_room.json)")
+    parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
+    parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the record's other room sizes (a box whose calls run one size at a time)")
+    parser.add_argument("--shared-note", default="", help="what else ran on the box (recorded with the figures)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_hub: the hub creates a system user per learner: run it as root (sudo)", file=sys.stderr)
+        return 2
+    sizes = [int(x) for x in args.learners.split(",")]
+    # The tree the figures come from, read before the runs (an edit during them would not be in it).
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    args.commit = commit.strip() + ("+uncommitted changes" if dirty else "")
+    extra = ["--proxy", args.proxy] + (["--memory", args.memory] if args.memory else [])
+    rows = []
+    for n in sizes:
+        print(f"== {n} learner(s) ...", flush=True)
+        row = bench(n, extra)
+        row["measured"] = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {args.commit}"
+        rows.append(row)
+        gpu = row["gpu_memory_per_learner_mib"]
+        first, last = row["first_output_s"], row["last_cell_s"]
+        every = row["every_learner_saw_corruption"] and row["every_learner_fixed_all"]
+        print(f"   first output {first['median']:.1f} s median, {first['worst']:.1f} worst; "
+              f"last cell {last['median']:.0f} s median, {last['worst']:.0f} worst; "
+              f"memory {row['memory_per_learner_mib']['median']} MiB per learner"
+              + (f"; GPU {gpu['median']} MiB per learner" if gpu else "")
+              + f"; buggy corrupted {row['buggy_corrupted']}, fixed {row['fixed_right']} right"
+              + f" ({'every' if every else 'NOT every'} learner); load average "
+              + " ".join(map(str, row["load_average"]["before"]))
+              + (f"; ERRORS {row['errors']}" if row["errors"] else ""), flush=True)
+    if args.record:
+        import torch
+
+        kind = "gpu" if torch.cuda.is_available() else "cpu"
+        path = ROOT / "labkit" / "data" / kind / "hub_room.json"
+        if args.merge and path.exists():
+            measured = {row["learners"] for row in rows}
+            rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
+                          key=lambda r: r["learners"])
+        path.write_text(json.dumps({"provenance": _provenance(args, extra), "rooms": rows}, indent=1) + "\n")
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

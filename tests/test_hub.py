@@ -1,0 +1,400 @@
+"""A room on one server, for real: `python -m labkit hub start` with 3 learners on this machine.
+
+Real JupyterHub, real configurable-http-proxy (Node's where Node is, as in CI), real system users,
+real HTTP and the kernels' websockets (labkit.hub.client). Each learner logs in through the login
+form, starts their server, and runs notebook 00's cells from their own student edition in their
+own kernel; then the isolation of issue 31's point 2 and the memory limit of point 3 are checked
+against the running hub, and the room is closed with Ctrl-C (SIGINT) as an instructor would.
+
+Teardown even on failure: the room fixture's finalizer stops the hub process and then removes,
+by the room's mark, any user it left (labkit.hub.accounts refuses users without that mark). Needs
+root (it creates system users); without root it skips, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import socket
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+if os.geteuid() != 0:
+    pytest.skip("the hub test creates system users (one per learner) and needs root; CI runs it as root",
+                allow_module_level=True)
+pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip install -e '.[hub]')")
+
+from labkit.hub import accounts, room, runtime  # noqa: E402
+from labkit.hub.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
+
+# The learners' servers run as other users: they must reach the kit's packages. A checkout under a
+# closed folder (/root is mode 0700) cannot be served to them; the hub refuses it with this reason.
+_closed = next((p for p in runtime.site_dirs() + [str(Path(__file__).resolve().parents[1])]
+                if runtime.first_unreachable(Path(p)) is not None), None)
+if _closed is not None:
+    pytest.skip(f"the learners' users cannot reach {_closed} ({runtime.first_unreachable(Path(_closed))} is closed to "
+                "other users): run the hub test from a checkout and environment outside /root", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+LEARNERS = 3
+MEMORY = "1G"  # the smallest a room allows; notebook 00's kernel needs about 0.3 GiB of it
+
+
+def _room_users() -> list[str]:
+    return sorted(e.pw_name for e in pwd.getpwall() if e.pw_gecos.startswith(accounts.MARK_PREFIX))
+
+
+def _log_in_and_start(hub) -> list[Learner]:
+    """Each learner logged in over HTTP, with a token and a started server."""
+    people = [Learner(hub.url, name, hub.passwords[name]) for name in room.learner_names(LEARNERS)]
+    errors = []
+
+    def up(person):
+        try:
+            person.login()
+            person.new_token()
+            person.start_server()
+        except Exception as err:  # noqa: BLE001 (reported below, with the learner's name)
+            errors.append(f"{person.name}: {err}")
+
+    threads = [threading.Thread(target=up, args=(p,)) for p in people]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    return people
+
+
+def _own_notebook_00(name: str) -> Path:
+    return room_home(name) / room.LEARNER_FOLDER / room.START_NOTEBOOK
+
+
+def room_home(name: str) -> Path:
+    return Path(pwd.getpwnam(name).pw_dir)
+
+
+def _run_notebook_00(person: Learner) -> list:
+    kernel = person.kernel(person.start_kernel())
+    try:
+        return [kernel.execute(cell) for cell in notebook_cells(_own_notebook_00(person.name))]
+    finally:
+        kernel.close()
+
+
+def check_each_learner_runs_notebook_00_in_their_own_kernel(hub, learners):
+    results, errors = {}, []
+
+    def work(person):
+        try:
+            results[person.name] = _run_notebook_00(person)
+        except Exception as err:  # noqa: BLE001
+            errors.append(f"{person.name}: {err}")
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in learners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert not errors, errors
+    for name, cells in results.items():
+        failed = [(c.source[:60], c.error["ename"], c.error["evalue"]) for c in cells if c.error]
+        assert not failed, f"{name}: {failed}"
+        described = cells[0].text()
+        # The kit read the hub's limits at import and says so in labkit.describe() (cell 1 prints it).
+        assert "gpu_memory_share: 0.300" in described and "memory_limit: 1.0 GiB" in described, described
+        # The routing table of notebook 00 (an NBVAL_CHECK_OUTPUT cell) printed what the instructor run stored.
+        assert any("live requests -> graph of" in c.text() for c in cells), name
+
+
+def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
+    person = learners[0]
+    page = person.session.get(person.server_url() + "/", timeout=60)
+    assert page.status_code == 200
+    assert page.url.endswith(f"/user/{person.name}{room.DEFAULT_URL}"), page.url
+    folder = room_home(person.name) / room.LEARNER_FOLDER
+    assert folder.stat().st_uid == pwd.getpwnam(person.name).pw_uid
+    # A fresh student edition: the placeholders are there, the instructor's solutions are not.
+    from labkit.workshop.editions import PLACEHOLDER_TAG
+
+    exercises = json.loads((folder / "07_exercises.ipynb").read_text())
+    tags = [t for c in exercises["cells"] for t in c.get("metadata", {}).get("tags", [])]
+    assert PLACEHOLDER_TAG in tags and "solution" not in tags
+
+
+def check_no_login_reaches_no_server(hub, learners):
+    import requests
+
+    target = learners[1].name
+    for path in ("/api/kernels", "/api/contents", "/lab"):
+        resp = requests.get(f"{hub.url}/user/{target}{path}", timeout=30, allow_redirects=False)
+        assert resp.status_code in (302, 403), (path, resp.status_code)
+        if resp.status_code == 302:
+            assert "/hub/" in resp.headers["Location"], resp.headers["Location"]
+    followed = requests.get(f"{hub.url}/user/{target}/lab", timeout=30)
+    assert "/hub/login" in followed.url
+    assert requests.get(f"{hub.url}/hub/api/users", timeout=30).status_code == 403
+
+
+def check_a_learners_login_opens_nothing_of_another(hub, learners):
+    import websocket
+
+    a, b = learners[0], learners[1]
+    b_kernel = b.start_kernel()
+    # A's token: B's server's API, B's kernel's websocket, B's entry and server in the hub's API.
+    for path in ("/kernels", f"/kernels/{b_kernel}", "/contents", "/sessions"):
+        assert a.server_api("GET", path, user=b.name).status_code in (302, 403, 404), path
+    assert a.server_api("POST", "/kernels", user=b.name, json={"name": "python3"}).status_code in (302, 403, 404)
+    with pytest.raises((websocket.WebSocketBadStatusException, HubClientError)):
+        a.kernel(b_kernel, user=b.name).execute("print('inside B')", timeout_s=20)
+    for method, path in (("GET", f"/users/{b.name}"), ("DELETE", f"/users/{b.name}/server"),
+                         ("POST", f"/users/{b.name}/tokens")):
+        assert a.hub_api(method, path).status_code in (403, 404), (method, path)
+    # A's cookie, as a browser would send it: B's lab does not open.
+    page = a.session.get(f"{hub.url}/user/{b.name}/lab", timeout=60)
+    assert not (page.status_code == 200 and page.url.startswith(f"{hub.url}/user/{b.name}/")), page.url
+    # A's password is not B's, and no password opens another's account.
+    with pytest.raises(HubClientError):
+        Learner(hub.url, b.name, a.password).login()
+    with pytest.raises(HubClientError):
+        Learner(hub.url, b.name, "").login()
+    assert b.server_api("GET", f"/kernels/{b_kernel}").status_code == 200  # B still reaches it
+
+
+def check_a_learners_kernel_cannot_touch_another_learners_files(hub, learners):
+    a, b = learners[0], learners[1]
+    b_home = room_home(b.name)
+    assert stat.S_IMODE(b_home.stat().st_mode) == 0o700
+    kernel = a.kernel(a.start_kernel())
+    try:
+        probe = kernel.execute(
+            "import os\n"
+            "def attempt(fn):\n"
+            "    try:\n"
+            "        fn(); return 'allowed'\n"
+            "    except PermissionError:\n"
+            "        return 'denied'\n"
+            f"B = {str(b_home)!r}\n"
+            f"print(os.getuid(), attempt(lambda: os.listdir(B)),\n"
+            f"      attempt(lambda: open(B + '/{room.LEARNER_FOLDER}/{room.START_NOTEBOOK}').read()),\n"
+            f"      attempt(lambda: open(B + '/from-a.txt', 'w').write('x')),\n"
+            f"      attempt(lambda: open(os.path.expanduser('~/mine.txt'), 'w').write('x')))")
+    finally:
+        kernel.close()
+    assert probe.error is None, probe.error
+    uid, listing, reading, writing, own = probe.text().split()
+    assert int(uid) == pwd.getpwnam(a.name).pw_uid != pwd.getpwnam(b.name).pw_uid
+    assert (listing, reading, writing) == ("denied", "denied", "denied")
+    assert own == "allowed"
+    assert not (b_home / "from-a.txt").exists()
+
+
+def _server_of(name: str) -> tuple[int, str]:
+    """(pid, internal URL) of a learner's running server, read as root from its environment."""
+    for pid in accounts.pids_of(pwd.getpwnam(name).pw_uid):
+        try:
+            raw = Path(f"/proc/{pid}/environ").read_text().split("\0")
+            env = dict(item.split("=", 1) for item in raw if "=" in item)
+        except OSError:
+            continue
+        if "jupyterhub.singleuser" in Path(f"/proc/{pid}/cmdline").read_text() and "JUPYTERHUB_SERVICE_URL" in env:
+            return pid, env["JUPYTERHUB_SERVICE_URL"]
+    raise AssertionError(f"no running server of {name}")
+
+
+def check_a_learners_kernel_cannot_go_around_the_proxy(hub, learners):
+    """From inside A's kernel: B's server on its own loopback port, B's processes' environment, the
+    hub's secrets in A's environment."""
+    a, b = learners[0], learners[1]
+    pid, url = _server_of(b.name)
+    kernel = a.kernel(a.start_kernel())
+    try:
+        probe = kernel.execute(
+            "import os, urllib.request, urllib.error\n"
+            "class NoRedirect(urllib.request.HTTPRedirectHandler):\n"
+            "    def redirect_request(self, *args, **kwargs):\n"
+            "        return None\n"
+            "def status(url):\n"
+            "    try:\n"
+            "        return urllib.request.build_opener(NoRedirect).open(url, timeout=20).status\n"
+            "    except urllib.error.HTTPError as err:\n"
+            "        return err.code\n"
+            "def environ(pid):\n"
+            "    try:\n"
+            "        open(f'/proc/{pid}/environ').read(); return 'read'\n"
+            "    except PermissionError:\n"
+            "        return 'denied'\n"
+            "secret = [k for k in os.environ if 'TOKEN' in k or 'SECRET' in k or 'PASSWORD' in k]\n"
+            f"print(status({url + 'api/contents'!r}), status({url + 'api/kernels'!r}), environ({pid}),\n"
+            "      ','.join(sorted(secret)))")
+    finally:
+        kernel.close()
+    assert probe.error is None, probe.error
+    contents, kernels, env, secret = probe.text().split()
+    assert contents in ("302", "403") and kernels in ("302", "403"), probe.text()
+    assert env == "denied", probe.text()
+    # Only A's own API token (under its two names); no proxy token, cookie secret or password.
+    assert set(secret.split(",")) <= {"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"}, secret
+
+
+def check_only_the_instructor_reaches_the_admin_page(hub, learners):
+    person = learners[2]
+    assert person.session.get(f"{hub.url}/hub/admin", timeout=30).status_code == 403
+    instructor = Learner(hub.url, room.ADMIN_USER, hub.passwords[room.ADMIN_USER])
+    instructor.login()
+    admin = instructor.session.get(f"{hub.url}/hub/admin", timeout=30)
+    assert admin.status_code == 200 and "/hub/admin" in admin.url
+    # The idle culler runs as a hub service with the instructor's timeout (30 minutes here).
+    instructor.new_token()
+    services = instructor.hub_api("GET", "/services").json()
+    culler = services["idle-culler"]
+    assert "--timeout=1800" in " ".join(culler.get("command") or []), culler
+
+
+def check_no_secret_lands_where_a_learner_reads(hub, learners):
+    for name in ("hub.log", "credentials.txt", "passwords.json", "room.json"):
+        path = hub.state / name
+        info = path.stat()
+        assert info.st_uid == 0 and stat.S_IMODE(info.st_mode) == 0o600, (name, oct(info.st_mode))
+    assert stat.S_IMODE(hub.state.stat().st_mode) == 0o700
+    log = (hub.state / "hub.log").read_text()
+    secrets = [p for p in hub.passwords.values()] + [p.token for p in learners]
+    assert all(s and s not in log for s in secrets), "a password or token is in the hub's log"
+    printed = "".join(hub.output)
+    assert all(hub.passwords[n] in printed for n in hub.passwords)  # the logins went to the terminal
+
+
+def check_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_keep_working(hub, learners):
+    greedy, other = learners[0], learners[1]
+    outcome = {}
+
+    def others_work():
+        outcome["cells"] = _run_notebook_00(other)
+
+    worker = threading.Thread(target=others_work)
+    worker.start()
+    kernel = greedy.kernel(greedy.start_kernel())
+    try:
+        kernel.execute("import labkit")
+        too_much = kernel.execute("hoard = bytearray(int(1.5 * 2**30))")  # 1.5 GiB past a 1 GiB limit
+        after = kernel.execute("print(sum(range(10)))")
+    finally:
+        kernel.close()
+    worker.join(600)
+    assert too_much.error is not None and too_much.error["ename"] == "MemoryError", too_much.text()
+    assert "memory limit is 1.0 GiB" in too_much.text() and "other learners" in too_much.text()
+    assert after.error is None and after.text().strip() == "45"  # the greedy kernel lives on
+    assert not [c.error for c in outcome["cells"] if c.error], "the other learner's notebook 00 failed"
+
+
+def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
+    uids = [pwd.getpwnam(p.name).pw_uid for p in learners]
+    homes = [room_home(p.name) for p in learners]
+    assert hub.close() == 0, "".join(hub.output[-20:])
+    assert "closed: removed 3 learner(s)" in "".join(hub.output)
+    assert not any(accounts.exists(p.name) for p in learners)
+    assert not any(h.exists() for h in homes)
+    assert not any(accounts.pids_of(uid) for uid in uids)
+    leftovers = subprocess.run("getent passwd | grep -iE 'learner|jupyter-' || true", shell=True,
+                               capture_output=True, text=True).stdout
+    assert leftovers == ""
+    hub_pid = json.loads((hub.state / "state.json").read_text())["hub_pid"]
+    assert hub_pid == 0
+    for name in ("credentials.txt", "passwords.json"):
+        assert not (hub.state / name).exists()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", hub.port), timeout=2).close()
+
+
+def check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path):
+    """A second room of one, with an idle timeout of 15 s: the idle culler stops the learner's
+    unused server. Then its JupyterHub dies (SIGKILL) under it: closing the room still ends the proxy
+    and the culler the hub had started (each in a session of its own), and the user."""
+    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--idle-timeout", "0.25", cwd=ROOT)
+    try:
+        passwords = small.wait_open()
+        person = Learner(small.url, room.learner_names(1)[0], passwords[room.learner_names(1)[0]])
+        person.login()
+        person.new_token()
+        person.start_server()
+        uid = pwd.getpwnam(person.name).pw_uid
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and person.hub_api("GET", f"/users/{person.name}").json()["servers"]:
+            time.sleep(2)
+        assert person.hub_api("GET", f"/users/{person.name}").json()["servers"] == {}, "the idle server was not culled"
+        assert not accounts.pids_of(uid), "the culled server's processes are still running"
+        hub_pid = json.loads((small.state / "state.json").read_text())["hub_pid"]
+        below = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_below(int(p.name), hub_pid)]
+        assert len(below) >= 2, below  # the proxy and the culler, at least
+        os.kill(hub_pid, signal.SIGKILL)
+    finally:
+        small.close()
+    assert not accounts.exists(person.name) and not accounts.pids_of(uid)
+    assert not [pid for pid in below if Path(f"/proc/{pid}").exists()], "a process the hub started is still running"
+
+
+def _is_below(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
+
+
+CHECKS = [check_each_learner_runs_notebook_00_in_their_own_kernel, check_a_learner_opens_their_own_lab_on_notebook_00,
+          check_no_login_reaches_no_server, check_a_learners_login_opens_nothing_of_another,
+          check_a_learners_kernel_cannot_touch_another_learners_files,
+          check_a_learners_kernel_cannot_go_around_the_proxy, check_only_the_instructor_reaches_the_admin_page,
+          check_no_secret_lands_where_a_learner_reads,
+          check_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_keep_working]
+
+
+def test_a_room_of_three_learners_on_a_real_hub(tmp_path):
+    """One hub for the whole file's checks, in one test so that any test scheduler (xdist's
+    worksteal in make test) keeps them in one process, in order; each check names what failed."""
+    before = _room_users()
+    if before:
+        pytest.fail(f"users of an earlier room are still on this machine: {before} (python -m labkit hub stop)")
+    hub = RoomProcess(tmp_path / "state", LEARNERS, "--memory", MEMORY, "--idle-timeout", "30", cwd=ROOT)
+    try:
+        hub.wait_open()
+        learners = _log_in_and_start(hub)
+        for check in CHECKS:
+            check(hub, learners)
+        check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
+        check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path)
+    finally:
+        hub.close()
+        for name in _room_users():  # only users carrying a room's mark; remove_learner checks it again
+            mark = pwd.getpwnam(name).pw_gecos
+            accounts.remove_learner(name, mark.removeprefix(accounts.MARK_PREFIX))
+    assert _room_users() == []
+
+
+def test_the_guard_refuses_a_user_the_room_did_not_create(tmp_path):
+    # root exists on every machine and carries no room's mark: the guard must refuse it.
+    with pytest.raises(accounts.AccountError, match="refusing"):
+        accounts.remove_learner("root", "0")
+    with pytest.raises(accounts.AccountError, match="refusing"):
+        accounts.create_learner("root", "0")
+    # A learner's name without this room's mark (made here by hand, as another tool might): refused too.
+    name = room.learner_names(room.MAX_LEARNERS)[-1]
+    if accounts.exists(name):
+        pytest.skip(f"{name} exists on this machine already; the guard test needs that name free")
+    subprocess.run(["useradd", "--no-create-home", "--comment", "someone else", name], check=True)
+    try:
+        with pytest.raises(accounts.AccountError, match="not created by this room"):
+            accounts.remove_learner(name, "0")
+        assert accounts.exists(name)
+    finally:
+        subprocess.run(["userdel", name], check=True)

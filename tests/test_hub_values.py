@@ -1,0 +1,104 @@
+"""Past one box: the Zero to JupyterHub values and the GPU time-slicing config that deploy/ ships
+parse, are labkit.hub.room's rendering, and name the same image, limits and start notebook as the
+one-box hub's own JupyterHub configuration (labkit/hub/jupyterhub_config.py, loaded here as
+JupyterHub loads it). No root, no JupyterHub needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+from traitlets.config import Config  # noqa: E402
+
+from labkit.hub import cli, room  # noqa: E402
+from labkit.room_limits import GPU_SHARE_ENV  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+VALUES = ROOT / "deploy" / "z2jh-values.yaml"
+SLICING = ROOT / "deploy" / "nvidia-time-slicing.yaml"
+
+
+def _one_box_config(tmp_path, learners: int) -> Config:
+    """The one-box hub's configuration for a room of `learners`, as labkit.hub.control starts it."""
+    limits = room.limits_for(learners, host_memory=learners * 8 * 2**30, cores=learners)
+    spec = {"state_dir": str(tmp_path), "learners": room.learner_names(learners), "public_url": "http://127.0.0.1:8000",
+            "hub_port": 8081, "proxy_api_port": 8001, "proxy_command": ["configurable-http-proxy"],
+            "learner_python": "python3", "hub_python": "python3", "limits": limits.to_json(), "learner_env": {}}
+    (tmp_path / "room.json").write_text(json.dumps(spec))
+    config = Config()
+    code = (ROOT / "labkit" / "hub" / "jupyterhub_config.py").read_text()
+    import os
+
+    os.environ["LABKIT_HUB_ROOM"] = str(tmp_path / "room.json")
+    try:
+        exec(compile(code, "jupyterhub_config.py", "exec"), {"get_config": lambda: config})
+    finally:
+        del os.environ["LABKIT_HUB_ROOM"]
+    return config
+
+
+def _bytes(text: str) -> int:
+    return room.parse_memory(text)
+
+
+def test_the_shipped_files_are_the_rooms_rendering():
+    assert VALUES.read_text() == cli.render_values(), "python -m labkit hub values --write"
+    assert SLICING.read_text() == cli.render_time_slicing(), "python -m labkit hub values --write"
+
+
+def test_the_chart_values_match_the_one_box_hub(tmp_path):
+    values = yaml.safe_load(VALUES.read_text())
+    one_box = _one_box_config(tmp_path, room.Z2JH_LEARNERS_PER_GPU)
+    single = values["singleuser"]
+    # The image binder/ describes (repo2docker builds it from binder/environment.yml and postBuild).
+    assert single["image"] == {"name": room.IMAGE_NAME, "tag": room.IMAGE_TAG}
+    assert (ROOT / "binder" / "environment.yml").is_file()
+    assert "pip install" in (ROOT / "binder" / "postBuild").read_text()
+    build = next(line for line in VALUES.read_text().splitlines() if "repo2docker --no-run" in line)
+    assert f"--image-name {room.IMAGE_NAME}:{room.IMAGE_TAG} ." in build and room.IMAGE_REPO_DIR in build
+    # The same start notebook, in the same learner folder.
+    assert single["defaultUrl"] == one_box.Spawner.default_url == f"/lab/tree/{room.START_NOTEBOOK}"
+    assert Path(single["notebookDir"]).name == Path(one_box.Spawner.notebook_dir).name == room.LEARNER_FOLDER
+    assert room.LEARNER_FOLDER in single["lifecycleHooks"]["postStart"]["exec"]["command"][-1]
+    # The same limits: memory, GPU share, idle culling.
+    assert _bytes(single["memory"]["limit"]) == one_box.Spawner.mem_limit
+    assert single["extraEnv"][GPU_SHARE_ENV] == one_box.Spawner.environment[GPU_SHARE_ENV]
+    culler = " ".join(one_box.JupyterHub.services[0]["command"])
+    assert values["cull"]["enabled"] and f"--timeout={values['cull']['timeout']}" in culler
+    assert values["hub"]["config"]["Authenticator"]["admin_users"] == sorted(one_box.Authenticator.admin_users)
+
+
+def test_one_gpu_per_node_is_time_sliced_among_the_learners_and_their_shares_fit():
+    values = yaml.safe_load(VALUES.read_text())
+    config = yaml.safe_load(SLICING.read_text())
+    plugin = yaml.safe_load(config["data"]["any"])
+    (resource,) = plugin["sharing"]["timeSlicing"]["resources"]
+    assert resource == {"name": "nvidia.com/gpu", "replicas": room.Z2JH_LEARNERS_PER_GPU}
+    assert values["singleuser"]["extraResource"]["limits"] == {"nvidia.com/gpu": "1"}  # one replica per learner
+    share = float(values["singleuser"]["extraEnv"][GPU_SHARE_ENV])
+    assert share * resource["replicas"] <= 1.0  # every learner's share fits in one GPU's memory at once
+
+
+def test_bad_room_settings_get_one_line_errors():
+    from labkit.errors import LabkitInputError
+
+    for kwargs, words in (({"memory": "lots"}, "give a size"), ({"gpu_share": 1.5}, "(0, 1]"),
+                          ({"idle_timeout_s": 5}, "at least 10 seconds"), ({"memory": "100M"}, "at least 1 GiB")):
+        with pytest.raises(LabkitInputError, match=words.replace("(", r"\(").replace("]", r"\]")):
+            room.limits_for(4, **kwargs)
+    with pytest.raises(LabkitInputError, match="1 to 99"):
+        room.learner_names(0)
+
+
+def test_the_hub_without_root_says_so_in_one_line(monkeypatch, capsys):
+    from labkit.__main__ import main
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert main(["hub", "start", "--learners", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs root" in err and "system user per learner" in err, err
+    assert main(["hub", "stop"]) == 2
+    assert "needs root" in capsys.readouterr().err
