@@ -1,4 +1,4 @@
-"""Command line: `python -m labkit repro | info | figures | student-edition | agenda | docs | audit-vllm`."""
+"""Command line: `python -m labkit repro | info | figures | student-edition | agenda | docs | audit-vllm | hub`."""
 
 from __future__ import annotations
 
