@@ -25,6 +25,7 @@ import os
 import platform
 import pwd
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,6 +172,21 @@ def _provenance(args, extra) -> dict:
             "jupyterhub": version("jupyterhub"), "labkit": labkit.__version__, "hub_args": extra}
 
 
+def _write_record(args, extra: list[str], rows: list[dict]) -> None:
+    import torch
+
+    kind = "gpu" if torch.cuda.is_available() else "cpu"
+    path = ROOT / "labkit" / "data" / kind / "hub_room.json"
+    if args.merge and path.exists():
+        measured = {row["learners"] for row in rows}
+        rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
+                      key=lambda r: r["learners"])
+    path.write_text(json.dumps({"provenance": _provenance(args, extra), "rooms": rows}, indent=1) + "\n")
+    if os.environ.get("OUT"):  # a lent GPU box: what is under $OUT comes back
+        shutil.copy(path, Path(os.environ["OUT"]) / path.name)
+    print(f"wrote {path.relative_to(ROOT)}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", default="1,4,8", help="comma-separated room sizes (default 1,4,8)")
@@ -208,17 +224,8 @@ def main(argv=None) -> int:
               + f" ({'every' if every else 'NOT every'} learner); load average "
               + " ".join(map(str, row["load_average"]["before"]))
               + (f"; ERRORS {row['errors']}" if row["errors"] else ""), flush=True)
-    if args.record:
-        import torch
-
-        kind = "gpu" if torch.cuda.is_available() else "cpu"
-        path = ROOT / "labkit" / "data" / kind / "hub_room.json"
-        if args.merge and path.exists():
-            measured = {row["learners"] for row in rows}
-            rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
-                          key=lambda r: r["learners"])
-        path.write_text(json.dumps({"provenance": _provenance(args, extra), "rooms": rows}, indent=1) + "\n")
-        print(f"wrote {path.relative_to(ROOT)}")
+        if args.record:  # after every size: a call cut short by its time limit keeps the sizes it measured
+            _write_record(args, extra, rows)
     return 0
 
 
