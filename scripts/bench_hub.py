@@ -13,7 +13,7 @@ allocator's peak) and whether every learner saw the corruption under the buggy g
 
     sudo .venv/bin/python scripts/bench_hub.py --learners 1,4,8 [--record]
 
---record writes labkit/data/cpu/hub_room.json (labkit/data/gpu/hub_room.json on a GPU) with
+--record writes labkit/data/hub/cpu.json (labkit/data/hub/h200.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
 """
 
@@ -176,7 +176,7 @@ def _write_record(args, extra: list[str], rows: list[dict]) -> None:
     import torch
 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
-    path = ROOT / "labkit" / "data" / kind / "hub_room.json"
+    path = ROOT / "labkit" / "data" / "hub" / ("h200.json" if kind == "gpu" else "cpu.json")
     if args.merge and path.exists():
         measured = {row["learners"] for row in rows}
         rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
@@ -190,7 +190,7 @@ def _write_record(args, extra: list[str], rows: list[dict]) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", default="1,4,8", help="comma-separated room sizes (default 1,4,8)")
-    parser.add_argument("--record", action="store_true", help="write the record (labkit/data/{cpu,gpu}/hub_room.json)")
+    parser.add_argument("--record", action="store_true", help="write the record (labkit/data/hub/cpu.json or h200.json)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
     parser.add_argument("--merge", action="store_true",

@@ -9,7 +9,7 @@
 #        bash scripts/hub_gpu_box.sh run 30
 #    Each call installs the wheels into /tmp/site, runs scripts/bench_hub.py as root with the
 #    Python port of the proxy (no Node there) and merges its room sizes into
-#    labkit/data/gpu/hub_room.json, which it also copies to $OUT: put the returned file at that path
+#    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.
 # 3. Back here: python -m labkit docs --write renders the record into docs/INSTRUCTOR_GUIDE.md.
 set -euo pipefail
@@ -37,7 +37,7 @@ run)
     python3 -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
     python3 scripts/bench_hub.py --learners "$sizes" --proxy python --memory 3G --record --merge \
         --shared-note "the GPU box, nothing else running"
-    if [ -n "${OUT:-}" ]; then cp labkit/data/gpu/hub_room.json "$OUT/"; fi
+    if [ -n "${OUT:-}" ]; then cp labkit/data/hub/h200.json "$OUT/"; fi
     ;;
 *)
     sed -n '2,17p' "$0"; exit 2 ;;

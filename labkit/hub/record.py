@@ -2,8 +2,10 @@
 into docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->`` and ``<!-- gpu:hub-room -->``
 markers (labkit.docblocks; tests/test_taught_numbers.py ties each block to its record).
 
-    labkit/data/cpu/hub_room.json   this repository's CPU machine, N = 1, 4, 8
-    labkit/data/gpu/hub_room.json   the H200 box, N = 1, 10, 30 (scripts/hub_gpu_box.sh), once measured
+    labkit/data/hub/cpu.json    this repository's CPU machine, N = 1, 4, 8
+    labkit/data/hub/h200.json   the H200 box, N = 1, 10, 30 (scripts/hub_gpu_box.sh)
+
+(Not in labkit/data/gpu/: every file there is a record of ``python -m labkit.gpu``.)
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-RECORDS = {"cpu": DATA / "cpu" / "hub_room.json", "gpu": DATA / "gpu" / "hub_room.json"}
+RECORDS = {"cpu": DATA / "hub" / "cpu.json", "gpu": DATA / "hub" / "h200.json"}
 
 
 def load(kind: str) -> dict | None:
@@ -84,7 +86,10 @@ def render_gpu() -> str:
     best = max(rows, key=lambda r: r["learners"]) if rows else None
     lead = (f"One H200 holds {best['learners']} learners with time to first output under "
             f"{best['first_output_s']['worst']:.0f} s (the worst learner's)" if best else "No room size ran cleanly")
-    return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record)
+    prov = record["provenance"]
+    notes = "".join(f" {prov[k][0].upper()}{prov[k][1:]}." for k in ("gpu_memory_note", "server_note", "commit_note")
+                    if prov.get(k))
+    return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record) + notes
 
 
 def renderers(wrap) -> dict:
