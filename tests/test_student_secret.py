@@ -134,7 +134,10 @@ def executed(student, tmp_path_factory) -> dict:
     """The learner path up to 07's last cell, Run All as a learner runs it, nothing solved, outputs in place.
     One run serves every test below, in every pytest-xdist worker of the session: the first worker to
     get here runs it and leaves it in the session's shared temporary folder; the others read it."""
-    shared = tmp_path_factory.getbasetemp().parent / "learner-path-run"
+    # Under pytest-xdist each worker's base folder sits in the session's own (pytest-N/popen-gwX);
+    # without it the base folder is the session's. Never a folder another session could have written.
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "learner-path-run"
     shared.mkdir(exist_ok=True)
     done, lock = shared / "runs.json", shared / "running"
     try:
