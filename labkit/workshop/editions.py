@@ -226,18 +226,22 @@ class LearnerFolder:
         return self.notebooks[0]
 
 
-def build_learner_folder(dest: str | Path, src: str | Path = "notebooks", *, fresh: bool = False) -> LearnerFolder:
+KIT_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"  # the instructor edition of this clone
+
+
+def build_learner_folder(dest: str | Path, src: str | Path | None = None, *, fresh: bool = False) -> LearnerFolder:
     """A learner's folder in `dest`: the student edition of every notebook in `src` and the docs it links
     to that give no answer away (:data:`LEARNER_DOCS`), nothing else (no test configuration, no solved
     notebook, no figure file, no doc that states the fix).
 
     A notebook already in `dest` is the learner's work and stays as it is (listed in ``kept``, and in
     ``outdated`` where its instructor notebook is newer); ``fresh=True`` writes every file anew. Returns
-    the folder's notebooks in the order a learner opens them.
+    the folder's notebooks in the order a learner opens them. `src` defaults to this clone's
+    ``notebooks/``. One call per learner: a hub gives each learner their own folder this way.
     """
     from labkit.workshop.secrecy import STUDENT_PATH
 
-    src, dest = Path(src), Path(dest)
+    src, dest = Path(src if src is not None else KIT_NOTEBOOKS), Path(dest)
     if not src.is_dir():
         what = "is a file, not a folder" if src.exists() else "does not exist"
         raise LabkitInputError(f"--src {src} {what}: give the folder of the instructor notebooks "
