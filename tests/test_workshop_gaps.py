@@ -143,3 +143,20 @@ def test_right_fills_still_pass_the_longer_timeline():
         idx_mapping[slots.numel():] = -1
 
     assert_solved(ex.check_fill(fill_right))
+
+
+def test_the_starting_code_the_checkers_know_is_notebook_07s_skeletons():
+    import json
+    from pathlib import Path
+
+    from labkit.workshop.starting_code import is_starting_code
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_exercises.ipynb").read_text())
+    cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+    skeletons = {"a-skeleton": "copy_idx_mapping", "b-skeleton": "gumbel_kernel", "b-skeleton-torch": "gumbel_rows",
+                 "c-skeleton": "build_sample_mapping", "d-skeleton": "q_offset"}
+    assert set(skeletons.values()) == set(STARTING_CODE)
+    for cell_id, name in skeletons.items():
+        assert is_starting_code(name, cells[cell_id]), f"07's {cell_id} differs from STARTING_CODE[{name!r}]"
+        solution = cells[cell_id.replace("skeleton", "solution")]
+        assert not is_starting_code(name, solution), f"07's solution for {name} reads as the starting code"

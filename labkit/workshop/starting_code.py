@@ -4,7 +4,7 @@ A learner who runs the notebook top to bottom (Run All) meets every checker befo
 Judging the starting code would draw its launch and name what is wrong with it, which is the
 exercise's answer (or a later one's) shown before the learner tried. So a checker first asks whether
 the function is still the starting code (the same syntax tree: comments, blank lines and docstrings
-aside) and, if so, says only that. ``tests/test_workshop_feedback.py`` keeps these texts equal to the
+aside) and, if so, says only that. ``tests/test_workshop_gaps.py`` keeps these texts equal to the
 skeleton cells of notebook 07.
 """
 
