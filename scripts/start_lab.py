@@ -199,6 +199,11 @@ def open_edition(edition: str, learner_folder: Path | None = None) -> tuple[Path
         names = ", ".join(p.name for p in folder.outdated)
         print(f"  kept your copies of {names} although the kit's notebooks changed since; to start one "
               f"afresh, delete it from {shown}/ (your answers in it go with it)", flush=True)
+    if folder.others:
+        names = ", ".join(str(p.relative_to(learner_folder)) for p in folder.others[:6])
+        print(f"  {shown}/ also holds {len(folder.others)} file(s) a learner's folder does not ({names}"
+              f"{', ...' if len(folder.others) > 6 else ''}), left as they are: an older `make student` "
+              "wrote them; move them away if learners should not see them", flush=True)
     return learner_folder, folder.first.name, list(folder.notebooks)
 
 

@@ -414,3 +414,9 @@ def test_a_learner_keeps_their_work_when_the_folder_is_built_again(learner, tmp_
     again = build_learner_folder(tmp_path / "student", NOTEBOOKS)
     assert mine in again.kept and not again.written and "(my notes)" in mine.read_text()
     assert "(my notes)" not in build_learner_folder(tmp_path / "student", NOTEBOOKS, fresh=True).first.read_text()
+    # Files of an older layout are named, never removed; the learner's answers are theirs, not "other".
+    (tmp_path / "student" / "conftest.py").write_text("# from an older make student\n")
+    (tmp_path / "student" / "my_answers").mkdir()
+    (tmp_path / "student" / "my_answers" / "a.py").write_text("def copy_idx_mapping(m, s): ...\n")
+    assert build_learner_folder(tmp_path / "student", NOTEBOOKS).others == (tmp_path / "student" / "conftest.py",)
+    assert (tmp_path / "student" / "conftest.py").exists()

@@ -220,6 +220,7 @@ class LearnerFolder:
     written: tuple[Path, ...]  # new this time
     kept: tuple[Path, ...]  # already there: the learner's own copy, never overwritten
     outdated: tuple[Path, ...]  # kept, although the instructor notebook changed since it was written
+    others: tuple[Path, ...] = ()  # files already there that a learner's folder does not hold (left alone)
 
     @property
     def first(self) -> Path:
@@ -275,4 +276,7 @@ def build_learner_folder(dest: str | Path, src: str | Path | None = None, *, fre
     except OSError as err:
         raise LabkitInputError(f"cannot write a learner's folder into {dest}: {err.strerror or err} "
                                f"({err.filename or dest}). Choose a folder you can write to.") from err
-    return LearnerFolder(dest, tuple(notebooks), tuple(written), tuple(kept), tuple(outdated))
+    ours = set(notebooks) | {dest / "docs" / doc for doc in LEARNER_DOCS}
+    others = sorted(p for p in dest.rglob("*") if p.is_file() and p not in ours
+                    and not {"my_answers", *_SKIP_DIRS} & set(p.relative_to(dest).parts))
+    return LearnerFolder(dest, tuple(notebooks), tuple(written), tuple(kept), tuple(outdated), tuple(others))
