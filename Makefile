@@ -40,7 +40,7 @@ JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaff
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: hub lab test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
+.PHONY: hub lab lab-check test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
 # Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
@@ -70,8 +70,16 @@ wheelhouse: | $(BIN)/python
 	@$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
 		$(if $(filter 1,$(RECORD)),--record)
 
-lab: $(STAMP)
-	$(BIN)/python scripts/start_lab.py $(ARGS)
+# Which notebooks `make lab` opens: EDITION=student (the default: a learner's folder, student/,
+# built where missing; a learner's own copies are kept) or EDITION=instructor (notebooks/, solved).
+# scripts/start_lab.py checks the value and the port (LAB_PORT) before anything starts.
+EDITION ?= student
+lab: lab-check $(STAMP)
+	$(BIN)/python scripts/start_lab.py --edition "$(EDITION)" $(ARGS)
+
+# Before the set-up: a bad EDITION or port is one line at once, not after minutes of installing.
+lab-check:
+	@$(PYTHON) scripts/start_lab.py --check-only --edition "$(EDITION)" $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line sums them up.
 test: test-clock lint test-unit test-notebooks test-room test-triton-next test-browser
@@ -146,8 +154,9 @@ repro: $(STAMP)
 info: $(STAMP)
 	$(BIN)/python -m labkit info
 
+# The learner's folder that `make lab` opens, built anew (FRESH=1 also replaces a learner's copies).
 student: $(STAMP)
-	$(BIN)/python -m labkit student-edition --src notebooks --out student
+	$(BIN)/python -m labkit student-edition --src notebooks --out student $(if $(filter 1,$(FRESH)),--fresh)
 
 figures: $(STAMP)
 	$(BIN)/python -m labkit figures

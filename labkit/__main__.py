@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
     student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
     student.add_argument("--out", default="student", help="output folder (default: student)")
+    student.add_argument("--fresh", action="store_true", help="write every notebook anew, a learner's copies too")
     from labkit.hub.cli import add_parser as add_hub_parser  # a room on one server (labkit.hub)
     add_hub_parser(sub)
     return parser
@@ -175,11 +176,12 @@ def _figures(args) -> int:
 
 
 def _student_edition(args) -> int:
-    from labkit.workshop.editions import build_student_edition
+    from labkit.workshop.editions import build_learner_folder
     from labkit.workshop.secrecy import STUDENT_PATH
 
-    for path in build_student_edition(args.src, args.out):
-        print(path)
+    folder = build_learner_folder(args.out, args.src, fresh=args.fresh)
+    for path in folder.notebooks:
+        print(path, "(kept: already there; --fresh replaces it)" if path in folder.kept else "")
     order = ", ".join(name.split("_")[0] for name in STUDENT_PATH)
     print(f"learners open them in this order (the exercises of 07 before the fix in 03): {order}")
     return 0

@@ -39,6 +39,11 @@ class RecordedRun:
     inputs: list = field(default_factory=list)  # per launch: the StepInputs it ran on (timeline runs)
     drafts: list[torch.Tensor] = field(default_factory=list)  # per launch: [num_reqs, k] tokens, on the CPU
 
+    def __repr__(self) -> str:
+        # One line at the prompt (`buggy`), not every launch's tensors.
+        refused = f", refused: {self.error}" if self.error else ""
+        return f"RecordedRun({self.label!r}: {len(self.launches)} launches over {len(self.steps)} steps{refused})"
+
 
 def _models():
     from labkit.backends import default_device

@@ -63,6 +63,11 @@ class LaunchRecord:
     temperature: torch.Tensor  # [max_num_reqs] as copied this step
     draft_logits: torch.Tensor | None  # [max_num_reqs, k, V] q after the launch (by slot)
 
+    def __repr__(self) -> str:
+        # What a notebook shows for `launch` at the prompt: the launch in one line, not its tensors.
+        return (f"LaunchRecord({self.num_reqs} live rows in a graph of {self.rows} rows, live slots "
+                f"{self.live_slots}, mapping read {self.mapping.tolist()}, {len(self.collisions())} q overwritten)")
+
     def own_sample_row(self, live_row: int, step: int) -> int:
         """The sample row whose store into q[slot of `live_row`, `step`] is the right one.
 

@@ -1,5 +1,15 @@
 """Start JupyterLab on the first notebook and print the address to open (``make lab``).
 
+Which notebooks it opens is the edition (``make lab EDITION=...``, ``--edition``):
+
+    student      (default) a learner's folder, ``student/``: the student edition of every notebook and
+                 the docs it links to that give no answer away, built where missing (a learner's own
+                 copy is never overwritten); the file browser shows that folder alone
+    instructor   the repository, on ``notebooks/``: the executed notebooks, solutions included
+
+Both open trusted (signed into a notebook-signature database of the lab's own, ``build/lab/``), so a
+notebook's saved widgets and HTML render before its cells run.
+
 It picks a free port and a random token itself, so the address it prints is the one the server
 answers on. ``--allow-root`` is passed only when running as root (containers, many cloud VMs),
 where JupyterLab otherwise refuses to start; nobody else needs it. Without a screen (no DISPLAY
@@ -15,6 +25,7 @@ ask them; each prints its answer and exits):
     --pip-source [--torch cpu|cuda] [--wheelhouse DIR]   the pip options for installing the pins
     --make-wheelhouse DIR [--torch cpu|cuda]              download the pinned wheels into DIR
     --write-lab-overrides                                 JupyterLab's defaults for this Python
+    --write-server-config student|instructor              a server started elsewhere (Binder) opens it
 """
 
 from __future__ import annotations
@@ -35,6 +46,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST_NOTEBOOK = "notebooks/00_setup_and_tour.ipynb"
+EDITIONS = ("student", "instructor")
+LEARNER_FOLDER = REPO / "student"  # gitignored; `make student` builds the same folder
+# The lab's own notebook-signature database and its key: what it trusts is what this script signed
+# (and what the learner saves from a trusted notebook), whatever else the machine's Jupyter trusts.
+LAB_STATE = REPO / "build" / "lab"
 
 # -- JupyterLab without the news prompt ------------------------------------------------------------
 
@@ -91,22 +107,104 @@ def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def trust_flags(state: Path | None = None) -> list[str]:
+    """The lab's notebook-signature database and key (see :func:`trust_notebooks`)."""
+    state = state or LAB_STATE
+    return [f"--NotebookNotary.db_file={state / 'nbsignatures.db'}",
+            f"--NotebookNotary.secret_file={state / 'notebook_secret'}"]
+
+
+def trust_notebooks(paths, state: Path | None = None) -> int:
+    """Sign `paths` into the lab's own signature database, as ``jupyter trust`` does into the user's:
+    JupyterLab then renders their saved outputs (widget state, HTML) on opening. Returns how many."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    state = state or LAB_STATE
+    state.mkdir(parents=True, exist_ok=True)
+    notary = NotebookNotary(db_file=str(state / "nbsignatures.db"), secret_file=str(state / "notebook_secret"))
+    for path in paths:
+        notary.sign(nbformat.read(path, as_version=4))
+    return len(paths)
+
+
 def lab_command(ip: str, port: int, token: str, *, as_root: bool, open_browser: bool,
-                extra: list[str] = ()) -> list[str]:
-    """The ``jupyter lab`` command line (python -m jupyter, so no venv needs to be active)."""
+                extra: list[str] = (), root: Path = REPO, first: str = FIRST_NOTEBOOK) -> list[str]:
+    """The ``jupyter lab`` command line (python -m jupyter, so no venv needs to be active), serving
+    `root` and opening `first` (a path under it)."""
     cmd = [sys.executable, "-m", "jupyter", "lab",
            f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}", *NO_NEWS_FLAGS]
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *NO_NEWS_FLAGS, *trust_flags()]
     if as_root:
         cmd.append("--allow-root")  # JupyterLab refuses root without it ("Running as root is not recommended")
     if not open_browser:
         cmd.append("--no-browser")
-    return cmd + list(extra) + [FIRST_NOTEBOOK]
+    return cmd + list(extra) + [first]
 
 
-def lab_url(ip: str, port: int, token: str) -> str:
+def lab_url(ip: str, port: int, token: str, first: str = FIRST_NOTEBOOK) -> str:
     host = "127.0.0.1" if ip in ("", "0.0.0.0", "localhost") else ip
-    return f"http://{host}:{port}/lab/tree/{FIRST_NOTEBOOK}?token={token}"
+    return f"http://{host}:{port}/lab/tree/{first}?token={token}"
+
+
+# -- the edition and the port: checked before anything starts --------------------------------------
+
+def usage_error(message: str):
+    """Stop with one line on stderr and exit status 2, as every bad value of the set-up does."""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def check_edition(edition: str) -> str:
+    """`edition` if it is one of :data:`EDITIONS`; otherwise stop with one line that names both."""
+    value = (edition or "").strip().lower()
+    if value not in EDITIONS:
+        usage_error(f"EDITION={edition!r} is not an edition: choose one of {', '.join(EDITIONS)} "
+                         "(student, the default, for learners; instructor for the solved notebooks)")
+    return value
+
+
+def check_port(text, ip: str = "127.0.0.1") -> int:
+    """The port as an int: 0 (a free one) or 1-65535 that nothing here listens on; otherwise one line."""
+    try:
+        port = int(str(text).strip())
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        usage_error(f"port {text!r} is not a port: give an integer from 1 to 65535, or 0 for a free one")
+    if port:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((ip if ip != "0.0.0.0" else "", port))
+            except OSError as err:
+                usage_error(f"port {port} cannot be used on {ip} ({err.strerror or err}): choose another "
+                            "(--port N, LAB_PORT=N), or 0 for a free one")
+    return port
+
+
+def open_edition(edition: str, learner_folder: Path | None = None) -> tuple[Path, str, list[Path]]:
+    """(root folder, first notebook under it, the notebooks to trust) for `edition`; the student
+    edition's folder is built first where it is missing, and what was kept is said."""
+    learner_folder = learner_folder or LEARNER_FOLDER
+    if edition == "instructor":
+        return REPO, FIRST_NOTEBOOK, sorted((REPO / "notebooks").glob("*.ipynb"))
+    sys.path.insert(0, str(REPO))  # this clone's labkit, whatever the interpreter has installed
+    from labkit.workshop.editions import build_learner_folder
+
+    folder = build_learner_folder(learner_folder, REPO / "notebooks")
+    shown = learner_folder.relative_to(REPO) if learner_folder.is_relative_to(REPO) else learner_folder
+    if folder.written:
+        print(f"  student edition: wrote {len(folder.written)} notebook(s) into {shown}/", flush=True)
+    if folder.outdated:
+        names = ", ".join(p.name for p in folder.outdated)
+        print(f"  kept your copies of {names} although the kit's notebooks changed since; to start one "
+              f"afresh, delete it from {shown}/ (your answers in it go with it)", flush=True)
+    if folder.others:
+        names = ", ".join(str(p.relative_to(learner_folder)) for p in folder.others[:6])
+        print(f"  {shown}/ also holds {len(folder.others)} file(s) a learner's folder does not ({names}"
+              f"{', ...' if len(folder.others) > 6 else ''}), left as they are: an older `make student` "
+              "wrote them; move them away if learners should not see them", flush=True)
+    return learner_folder, folder.first.name, list(folder.notebooks)
 
 
 # -- the set-up: where pip takes the pinned packages from ------------------------------------------
@@ -299,19 +397,47 @@ def record_downloads(summary: dict, torch: str, path: Path = DOWNLOADS_RECORD) -
     return path
 
 
+# -- a server someone else starts (Binder, a JupyterHub built by repo2docker) ------------------------
+
+def server_config_dir() -> Path:
+    """Where this Python's Jupyter server reads its drop-in configuration files."""
+    return Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d"
+
+
+def write_server_config(edition: str, config_dir: Path | None = None) -> Path:
+    """For a server this script does not start (binder/postBuild): the edition's folder as the
+    server's root and its first notebook as the default page, the lab's signature database, and
+    its notebooks trusted. A launcher's own command line (a Binder ``urlpath``) still wins."""
+    root, first, notebooks = open_edition(check_edition(edition))
+    trust_notebooks(notebooks)
+    notary = dict(arg[2:].split("=", 1) for arg in trust_flags())
+    config = {"ServerApp": {"root_dir": str(root), "default_url": f"/lab/tree/{first}"},
+              "NotebookNotary": {key.split(".", 1)[1]: value for key, value in notary.items()}}
+    path = (config_dir or server_config_dir()) / "labkit-edition.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ip", default=os.environ.get("LAB_IP") or "127.0.0.1",
                         help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("LAB_PORT") or 0),
+    parser.add_argument("--port", default=os.environ.get("LAB_PORT") or "0",
                         help="port (default: a free one)")
+    parser.add_argument("--edition", default=os.environ.get("EDITION") or "student",
+                        help="student (default: a learner's folder, student/) or instructor (notebooks/, solved)")
     setup = parser.add_argument_group("set-up (each prints its answer and exits)")
     setup.add_argument("--pip-source", action="store_true", help="print the pip options for installing the pins")
     setup.add_argument("--make-wheelhouse", metavar="DIR", help="download the pinned wheels into DIR")
     setup.add_argument("--write-lab-overrides", action="store_true",
                        help="write JupyterLab's defaults (no news prompt, no update checks) for this Python")
+    setup.add_argument("--check-only", action="store_true",
+                       help="check --edition and --port (one line and exit 2 where they are wrong), start nothing")
+    setup.add_argument("--write-server-config", metavar="EDITION",
+                       help="make this Python's Jupyter server open EDITION (student or instructor), trusted")
     setup.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's build)")
     setup.add_argument("--wheelhouse", default="", help="with --pip-source: install from this folder, no index")
     setup.add_argument("--record", action="store_true",
@@ -328,22 +454,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_lab_overrides:
         print(f"JupyterLab defaults (no news prompt, no update checks): {write_lab_overrides()}")
         return 0
+    if args.write_server_config:
+        print(f"Jupyter server opens the {check_edition(args.write_server_config)} edition: "
+              f"{write_server_config(args.write_server_config)}")
+        return 0
 
+    edition = check_edition(args.edition)
+    port = check_port(args.port, args.ip) or free_port(args.ip if args.ip != "0.0.0.0" else "")
+    if args.check_only:
+        return 0
     write_lab_overrides()
-    port = args.port or free_port(args.ip if args.ip != "0.0.0.0" else "")
+    root, first, notebooks = open_edition(edition)
+    trust_notebooks(notebooks)
     token = secrets.token_hex(24)
-    cmd = lab_command(args.ip, port, token, as_root=is_root(), open_browser=has_screen(), extra=extra)
-    url = lab_url(args.ip, port, token)
+    cmd = lab_command(args.ip, port, token, as_root=is_root(), open_browser=has_screen(), extra=extra,
+                      root=root, first=first)
+    url = lab_url(args.ip, port, token, first)
     bar = "=" * 78
-    print(f"{bar}\n  JupyterLab is starting. Open the lab at:\n\n    {url}\n", flush=True)
+    print(f"{bar}\n  JupyterLab is starting on the {edition} edition. Open the lab at:\n\n    {url}\n", flush=True)
     if args.ip == "0.0.0.0":
         print("  (listening on every interface: use this machine's address in place of 127.0.0.1)")
     elif not has_screen():
         print(f"  On a remote machine, tunnel first: ssh -L {port}:127.0.0.1:{port} <this machine>")
     if is_root():
         print("  Running as root: started with --allow-root; the token above still guards the server.")
+    if edition == "student":
+        print("  (the instructor edition, solutions included: make lab EDITION=instructor)")
     print(f"  Stop it with Ctrl-C.\n{bar}", flush=True)
-    os.chdir(REPO)
+    os.chdir(root)
     os.execv(cmd[0], cmd)
     return 0  # not reached
 

@@ -71,3 +71,82 @@ def test_the_cli_writes_the_blocks_into_a_document(tmp_path, record, capsys):
     (tmp_path / "plain.md").write_text("no markers here\n")
     assert main(["agenda", "--write", str(tmp_path / "plain.md")]) == 2
     assert "no <!-- agenda:NAME --> markers" in capsys.readouterr().err
+
+
+# --- built from the guide's own minimums -------------------------------------------------------------
+
+def test_every_slot_is_its_minimums_recomputed_from_the_tables_the_guide_renders(record):
+    minimums = agenda.rendered_in(GUIDE.read_text(), "minimums")
+    assert minimums == agenda.render_minimums()
+    for name, (activities, _) in agenda.AGENDAS.items():
+        opened = set()
+        for slot in agenda.schedule(activities, record):
+            a = slot.activity
+            first = a.notebook is not None and a.notebook not in opened
+            opened.add(a.notebook)
+            read = -(-agenda.reading_words(a.notebook) // agenda.READING_WPM) if first else 0
+            discuss = agenda.MIN_DISCUSS[a.notebook] if first else 0
+            work = sum(agenda.MIN_EXERCISE[x] for x in a.exercises)
+            assert (slot.read_min, slot.discuss_min, slot.exercise_min) == (read, discuss, work), (name, a.what)
+            run = agenda.notebook_seconds(record, a.notebook) if first else 0
+            assert slot.minutes == -(-(read + discuss + work + a.break_min + run / 60) // 1), (name, a.what)
+
+
+def test_reading_counts_the_mask_sheet_07_links_and_no_solution():
+    import json
+
+    nb = json.loads(next(agenda.NOTEBOOKS.glob("07_*.ipynb")).read_text())
+    solutions = sum(len("".join(c["source"]).split()) for c in nb["cells"]
+                    if c["cell_type"] == "markdown" and "solution" in c["metadata"].get("tags", []))
+    prose = sum(len("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+    sheet = len((agenda.DOCS / "TRITON_MASKS.md").read_text().split())
+    assert solutions > 0 and agenda.reading_words("07") == prose - solutions + sheet
+
+
+def test_every_agenda_has_a_break_and_the_two_hour_one_is_the_three_hour_one_cut_as_it_says(record):
+    for activities, _ in agenda.AGENDAS.values():
+        assert any(a.break_min >= 10 for a in activities)
+    assert agenda.TWO_HOURS == tuple(a for a in agenda.THREE_HOURS if a.name not in agenda.TWO_HOUR_CUT)
+    assert set(agenda.TWO_HOUR_CUT) <= {a.name for a in agenda.THREE_HOURS}
+    shown = agenda.render("two-hours", record)
+    for a in agenda.THREE_HOURS:
+        if a.name in agenda.TWO_HOUR_CUT:
+            assert (a.what if a.notebook else f"the {a.name}") in shown.split("Dropped from", 1)[1], a.name
+
+
+def test_exercise_d_is_scheduled_wherever_05_is_and_optional_where_it_is_not(record):
+    for name, (activities, _) in agenda.AGENDAS.items():
+        with_05 = [a for a in activities if a.notebook == "05"]
+        has_d = any("d" in a.exercises for a in activities)
+        assert bool(with_05) == has_d, name
+        if not with_05:
+            assert "(d)" in agenda.render(name, record) and "optional" in agenda.render(name, record)
+    assert {"a", "b", "c", "capstone"} <= {x for a in agenda.TWO_HOURS for x in a.exercises}
+
+
+def _script_of(notebook: str) -> str:
+    """Section 6's paragraphs about `notebook` (they start with **NN, ...** or **NN**)."""
+    section = GUIDE.read_text().split("## 6. What to say at each figure", 1)[1].split("\n## 7.", 1)[0]
+    paragraphs = section.split("\n\n")
+    return "\n\n".join(p for p in paragraphs if p.lstrip().startswith(f"**{notebook}"))
+
+
+def test_the_instructors_script_before_07_reveals_nothing_and_names_only_widgets_there_are():
+    from labkit.workshop.secrecy import ANSWERS, answers_in
+
+    for notebook in ("00", "01", "02"):
+        script = _script_of(notebook)
+        assert script, notebook
+        found = {x: answers_in(script, x) for x in ANSWERS}
+        assert not any(found.values()), (notebook, found)
+    # 02's explorer has no switches (fix_toggles=False); 03's has one per part.
+    import json
+
+    def explorer_calls(prefix):
+        nb = json.loads(next(agenda.NOTEBOOKS.glob(f"{prefix}_*.ipynb")).read_text())
+        return [line for c in nb["cells"] if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
+                if "Explorer(" in line]
+
+    assert all("fix_toggles=False" in line for line in explorer_calls("02"))
+    assert not any(word in _script_of("02").lower() for word in ("toggle", "switch"))
+    assert any("fix_toggles=False" not in line for line in explorer_calls("03")) and "toggle" in _script_of("03")

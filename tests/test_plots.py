@@ -220,8 +220,11 @@ def test_the_learners_moving_parts_marks_the_bug_without_its_fix():
     # The same scan finds what the fixed variant adds: it reads the legend and every box.
     assert [token for token in SPOILERS if token.casefold() in _texts(moving_parts(show_fix=True)).casefold()]
     red = " ".join(t.get_text() for t in drawn_texts(fig) if to_hex(t.get_color()) == to_hex(BAD_COLOR))
-    for place in ("stale", "padded row 7", "slot 0"):  # idx_mapping's padded entries, the store, DFlash's pad
+    # idx_mapping's padded entries, the store, DFlash's padded sample rows (marked, not answered: which
+    # request their pad hurts is the question of exercise (c), issue 29)
+    for place in ("stale", "padded row 7", "padded sample rows"):
         assert place in red
+    assert "slot 0" not in red
 
 
 def test_the_fixed_moving_parts_adds_the_three_parts_of_the_fix():

@@ -281,7 +281,8 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
     started = []
     monkeypatch.setattr(lab.os, "execv", lambda path, cmd: started.append(cmd))
     monkeypatch.setattr(lab.os, "chdir", lambda path: None)
-    lab.main(["--port", "8123"])
+    monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")  # the lab's signature database
+    lab.main(["--edition", "instructor", "--port", "8123"])  # the student edition: tests/test_learner_lab.py
     (cmd,) = started
     assert "Open the lab at" in capsys.readouterr().out
     assert json.loads((tmp_path / "settings" / "overrides.json").read_text()) == lab.LAB_OVERRIDES

@@ -171,7 +171,7 @@ def record_write(writer_ptr, writes_ptr, trace_stride_slot, slot, step, row, MAS
 class WriteTrace:
     """Who stored to `draft_logits[slot, step]` in one launch.
 
-    writer[slot, step]: the row whose store landed last (-1: nobody stored);
+    writer[slot, step]: the row whose store landed last (negative where nobody stored);
     writes[slot, step]: how many rows stored there (> 1 means rows collided).
     On the CPU, programs run in grid order, so the last row wins every collision; on a GPU the
     order is a race, and `writer` records the race's winner for the trace store.

@@ -6,7 +6,7 @@ Computed on the spot from the shipped models and fixed seeds:
                               where the bug is (the learner's map: nothing of the fix)
     moving_parts_fixed.png    the same with the three parts of the PR's fix
     mapping_heatmap.png       idx_mapping over an engine run, before and after the fix
-    ownership_map.png         docs/MECHANICS.md's timeline: padded row 7 overwrites slot 7's q
+    ownership_map.png         the two-step timeline: padded row 7 overwrites slot 7's q
     q_used_vs_drawn.png       the q verification used vs the q the draft token was drawn from, with p
     bench_before_after.png    the bench: corrupted responses per mode (runs the 50-prompt bench)
 
@@ -91,6 +91,23 @@ def q_pair_that_matters(min_change: float = 0.01):
                   f"between the q the token was drawn from and the q verification used = {pair.total_variation:.2f}")
 
 
+# The figures a learner may meet before the exercises (the README shows them outside its spoiler
+# section): drawn here, and nowhere else, so that a test reads the very strings they are drawn from.
+LEARNER_FIGURES = ("moving_parts.png", "ownership_map.png")
+
+
+def draw_learner_figure(name: str):
+    """One of :data:`LEARNER_FIGURES`, as a matplotlib figure."""
+    if name == "moving_parts.png":
+        return moving_parts()  # the learner's map: the bug's places, nothing of the fix
+    if name == "ownership_map.png":
+        from labkit.runs import timeline_run
+
+        shrunk = timeline_run().launches[-1]  # the two-step timeline of notebook 02, before the fix
+        return ownership_map(shrunk, title="eight requests, then slot 3 finishes: step t+1, before the fix")
+    raise KeyError(f"{name} is not a learner's figure: {', '.join(LEARNER_FIGURES)}")
+
+
 def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int = 50,
                              explorer_prompts: int = 10) -> list[Path]:
     """Write the figures computed on the spot (see the module's docstring); returns the paths.
@@ -101,11 +118,11 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     from labkit.config import DrafterConfig
     from labkit.modes import DEFAULT_MODES
     from labkit.repro import BenchConfig, run_bench
-    from labkit.runs import engine_source, timeline_run
+    from labkit.runs import engine_source
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [save_png(moving_parts(), out / "moving_parts.png"),
+    paths = [save_png(draw_learner_figure("moving_parts.png"), out / "moving_parts.png"),
              save_png(moving_parts(show_fix=True), out / "moving_parts_fixed.png")]
 
     runs = engine_source(explorer_prompts)
@@ -117,10 +134,7 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     ])
     paths.append(save_png(fig, out / "mapping_heatmap.png"))
 
-    timeline = timeline_run()  # docs/MECHANICS.md's, before the fix
-    shrunk = timeline.launches[-1]
-    paths.append(save_png(ownership_map(shrunk, title="docs/MECHANICS.md's timeline, step t+1 (slot 3 finished)"),
-                          out / "ownership_map.png"))
+    paths.append(save_png(draw_learner_figure("ownership_map.png"), out / "ownership_map.png"))
     pair, title = q_pair_that_matters()
     paths.append(save_png(q_used_vs_drawn(pair, title=title), out / "q_used_vs_drawn.png"))
 

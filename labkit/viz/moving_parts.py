@@ -32,7 +32,7 @@ LINE = 0.165  # inches from one line of box text to the next (9 pt text)
 BUG = {
     1: "padded rows keep the slots of an\nearlier, larger batch (stale)",
     2: "padded row 7\n(stale slot 7,\nlive again)",
-    3: "padded sample rows hold slot 0,\nwhich a live request may own",
+    3: "padded sample rows: what do they\nhold? (exercise (c) asks)",
 }
 FIX = {
     1: "FIX 1: idx_mapping[num_reqs:] = -1",

@@ -1,13 +1,18 @@
-"""The workshop's agendas, built from measured run times and stated reading, discussion and exercise times.
+"""The workshop's agendas, built from the guide's minimums and measured run times.
 
-An agenda is a list of :class:`Activity`: what the room does, in which notebook, and how many
-minutes of reading, discussion and exercises an instructor plans for it (stated here, by
-judgement). The minutes the notebook's cells take to run come from a record
-(``labkit/data/cpu/notebook_times.json``, written by ``make bench-cpu ARGS="--only notebooks
---record"``): each notebook's whole run time is charged to the first activity that opens it,
-which over-counts a notebook run in parts. The rendered tables (and the table of notebook times,
-``agenda:times``) live in the instructor guide between ``<!-- agenda:NAME -->`` markers
-(:mod:`labkit.docblocks`, which renders every such block of the docs);
+Every activity is planned at its minimum, from three tables the guide renders (``agenda:minimums``):
+
+* reading: the words of the notebook's prose as a learner has it (the student edition: solutions
+  left out) and of the docs it links to that a learner opens (07: the mask sheet), at
+  :data:`READING_WPM` words a minute, counted from the notebooks themselves;
+* discussion: :data:`MIN_DISCUSS` minutes per notebook (stated, by judgement);
+* exercises: :data:`MIN_EXERCISE` minutes per exercise (the guide's section 7 gives the same rhythm).
+
+Each notebook's whole run time (``labkit/data/cpu/notebook_times.json``, written by ``make
+bench-cpu ARGS="--only notebooks --record"``) is charged to the first activity that opens it, which
+over-counts a notebook run in parts. The three-hour agenda holds everything; the two-hour agenda is
+that one with the activities of :data:`TWO_HOUR_CUT` dropped, and says what they were. The rendered
+tables live in the instructor guide between ``<!-- agenda:NAME -->`` markers (:mod:`labkit.docblocks`);
 ``python -m labkit agenda --write`` renders them again, and a test fails when the guide and the
 rendering disagree, or when an agenda leaves less than :data:`MIN_SLACK_MIN` minutes of slack.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,49 +30,50 @@ from labkit import docblocks
 
 RECORD = "data/cpu/notebook_times.json"
 MIN_SLACK_MIN = 10
+READING_WPM = 200  # technical prose, read in the room (stated)
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+DOCS = NOTEBOOKS.parent / "docs"
+# Stated minutes of discussion per notebook (the first time an agenda opens it).
+MIN_DISCUSS = {"00": 4, "01": 3, "02": 5, "03": 4, "04": 2, "05": 3, "06": 3, "07": 2}
+# Stated minutes per exercise of 07 ((c) is a discussion; the capstone is run, read and discussed).
+MIN_EXERCISE = {"a": 10, "b": 15, "c": 5, "d": 10, "capstone": 10}
 
 
 @dataclass(frozen=True)
 class Activity:
     what: str
     notebook: str | None = None  # file-name prefix ("00"), None for a break
-    read_min: float = 0
-    discuss_min: float = 0
-    exercise_min: float = 0
+    exercises: tuple[str, ...] = ()  # keys of MIN_EXERCISE done here
     break_min: float = 0
+    key: str = ""  # how a cut names it (default: the notebook, or "break")
 
+    @property
+    def name(self) -> str:
+        return self.key or self.notebook or "break"
 
-TWO_HOURS = (
-    Activity("welcome; one launch by hand; **predict, then run**: the bug in one launch; the map", "00", 6, 4),
-    Activity("the bench: eager vs buggy vs fixed, one side-by-side; acceptance up, quality down", "01", 5, 3),
-    Activity("the timeline, ownership map, q used vs drawn, the \"your turn\" question; the explorer for 3 "
-             "minutes", "02", 10, 5),
-    Activity("**break**", break_min=10),
-    Activity("write the fix yourself: (a) 8 min, (b) 12 min, (c) as a 3-minute discussion; each checker draws "
-             "your launch", "07", 3, 0, 23),
-    Activity("the PR's fix next to yours, the fix on the map, the ablation table", "03", 7, 4),
-    Activity("the race on a GPU, one plot", "04", 3, 2),
-    Activity("the audit of the kit's modes: the test the PR was missing", "06", 5, 3),
-    Activity("capstone: your fix in the engine; wrap-up against the objectives", "07", 1, 4, 2),
-)
 
 THREE_HOURS = (
-    Activity("welcome, objectives; one launch by hand; **predict, then run**; the map", "00", 8, 6),
-    Activity("the bench: 50 prompts, eager vs buggy vs fixed; acceptance goes up, quality down", "01", 7, 6),
+    Activity("welcome, objectives; one launch by hand; **predict, then run**; the map", "00"),
+    Activity("the bench: 50 prompts, eager vs buggy vs fixed; acceptance goes up, quality down", "01"),
     Activity("the stale mapping: timeline, ownership map, q used vs drawn, the \"your turn\" question, the "
-             "engine run, the explorer", "02", 12, 8),
-    Activity("**break**", break_min=10),
-    Activity("write the fix yourself: (a) 10 min, (b) 15 min, (c) 5 min as a discussion", "07", 4, 2, 30),
-    Activity("the PR's fix next to yours; the fix on the map; each part alone; the ablation; why signed", "03",
-             10, 5),
-    Activity("what the fix costs, why graphs pad at all, the race on an H200", "04", 6, 4),
-    Activity("**break**", break_min=10),
-    Activity("sibling bugs (exercise (d) is done: compare); shared noise", "05", 6, 4),
-    Activity("the audit (parts 1 and 2), the distribution proof (part 3, skim)", "06", 7, 4),
-    Activity("capstone: your fix in the engine; wrap-up against the objectives", "07", 1, 5, 3),
+             "engine run, the explorer", "02"),
+    Activity("**break**", break_min=10, key="first break"),
+    Activity("write the fix yourself: (a), (b), (c) (a discussion: \"0 is a valid index, so why was it "
+             "wrong?\")", "07", ("a", "b", "c")),
+    Activity("the PR's fix next to yours; the fix on the map; each part alone; the ablation; why signed", "03"),
+    Activity("what the fix costs, why graphs pad at all, the race on an H200", "04"),
+    Activity("**break**", break_min=10, key="second break"),
+    Activity("sibling bugs: exercise (d), the int32 offset, then the kit's next to yours; shared noise", "05",
+             ("d",)),
+    Activity("the audit (parts 1 and 2), the distribution proof (part 3, skim)", "06"),
+    Activity("capstone: your fix in the engine; wrap-up against the objectives", "07", ("capstone",),
+             key="capstone"),
 )
+# What the two-hour agenda leaves out of the three-hour one, for take-home reading.
+TWO_HOUR_CUT = ("04", "second break", "05", "06")
+TWO_HOURS = tuple(a for a in THREE_HOURS if a.name not in TWO_HOUR_CUT)
 
-AGENDAS = {"two-hours": (TWO_HOURS, 120), "three-hours": (THREE_HOURS, 180)}
+AGENDAS = {"three-hours": (THREE_HOURS, 180), "two-hours": (TWO_HOURS, 120)}
 
 
 def load_times(path: str | Path | None = None) -> dict:
@@ -88,19 +95,49 @@ class Slot:
     minutes: int
     activity: Activity
     run_s: float
+    read_min: int
+    discuss_min: int
+    exercise_min: int
+
+
+def _words(text: str) -> int:
+    return len(re.findall(r"\S+", text))
+
+
+def reading_words(prefix: str) -> int:
+    """The words a learner reads in notebook `prefix`: its prose in the student edition, and the docs
+    it links to that a learner's folder holds."""
+    from labkit.workshop.editions import LEARNER_DOCS, SOLUTION_TAG
+    from labkit.workshop.secrecy import docs_named
+
+    paths = sorted(NOTEBOOKS.glob(f"{prefix}_*.ipynb"))
+    if len(paths) != 1:
+        raise FileNotFoundError(f"the agendas count the words of notebook {prefix} in {NOTEBOOKS}: "
+                                f"found {len(paths)} notebooks there")
+    cells = json.loads(paths[0].read_text())["cells"]
+    prose = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+             and SOLUTION_TAG not in c.get("metadata", {}).get("tags", [])]
+    linked = {doc for text in prose for doc in docs_named(text) if doc in LEARNER_DOCS}
+    return sum(map(_words, prose)) + sum(_words((DOCS / doc).read_text()) for doc in sorted(linked))
+
+
+def reading_min(prefix: str) -> int:
+    return math.ceil(reading_words(prefix) / READING_WPM)
 
 
 def schedule(activities, record: dict) -> list[Slot]:
-    """Clock slots: each activity's stated minutes plus the run time of its notebook, the first time it opens."""
+    """Clock slots: each activity at its minimums (reading and discussion the first time it opens its
+    notebook, its exercises), plus the run time of its notebook the first time it opens."""
     slots, clock, opened = [], 0, set()
     for activity in activities:
-        run_s = 0.0
+        run_s, read, discuss = 0.0, 0, 0
         if activity.notebook and activity.notebook not in opened:
             opened.add(activity.notebook)
             run_s = notebook_seconds(record, activity.notebook)
-        planned = activity.read_min + activity.discuss_min + activity.exercise_min + activity.break_min
-        minutes = math.ceil(planned + run_s / 60)
-        slots.append(Slot(clock, minutes, activity, run_s))
+            read, discuss = reading_min(activity.notebook), MIN_DISCUSS[activity.notebook]
+        exercise = sum(MIN_EXERCISE[x] for x in activity.exercises)
+        minutes = math.ceil(read + discuss + exercise + activity.break_min + run_s / 60)
+        slots.append(Slot(clock, minutes, activity, run_s, read, discuss, exercise))
         clock += minutes
     return slots
 
@@ -131,29 +168,55 @@ def _provenance(record: dict) -> str:
             f"`{source['command']}`.")
 
 
+def render_minimums() -> str:
+    """The minimums every agenda is built from, per notebook in the student path's order."""
+    from labkit.workshop.secrecy import STUDENT_PATH
+
+    rows = [f"| notebook | words to read | reading at {READING_WPM} words/min | discussion | exercises |",
+            "| --- | --- | --- | --- | --- |"]
+    for name in STUDENT_PATH:
+        prefix = name.split("_")[0]
+        if prefix not in MIN_DISCUSS:
+            continue
+        done_here = [x for a in THREE_HOURS if a.notebook == prefix for x in a.exercises]
+        work = ", ".join(f"({x}) {MIN_EXERCISE[x]} min" if len(x) == 1 else f"{x} {MIN_EXERCISE[x]} min"
+                         for x in done_here)
+        rows.append(f"| {name.removesuffix('.ipynb')} | {reading_words(prefix):,} | {reading_min(prefix)} min | "
+                    f"{MIN_DISCUSS[prefix]} min | {work} |")
+    return "\n".join(rows)
+
+
 def render(name: str, record: dict) -> str:
-    """A block of the guide: the notebook times, or an agenda as a markdown table with its slack."""
+    """A block of the guide: the notebook times, the minimums, or an agenda as a markdown table with its slack."""
     if name == "times":
         return render_times(record)
+    if name == "minimums":
+        return render_minimums()
     activities, length = AGENDAS[name]
     rows = ["| clock | what | notebook | read + discuss + exercises | cells run | slot |",
             "| --- | --- | --- | --- | --- | --- |"]
     for slot in schedule(activities, record):
         a = slot.activity
         stated = f"break {a.break_min:g} min" if a.break_min else \
-            f"{a.read_min:g} + {a.discuss_min:g} + {a.exercise_min:g} min"
+            f"{slot.read_min} + {slot.discuss_min} + {slot.exercise_min} min"
         ran = f"{slot.run_s:.0f} s" if slot.run_s else ""
         rows.append(f"| {_clock(slot.start_min)} | {a.what} | {a.notebook or ''} | {stated} | {ran} | "
                     f"{slot.minutes} min |")
     end = _clock(length)
     rows.append(f"| {end} | end: **{slack_min(name, record)} min of slack** in {length} min | | | | |")
-    note = ("\nCells run: each notebook's whole run time under nbval, charged to the first activity that opens "
-            "it; the other minutes are planned, not measured. " + _provenance(record))
+    note = ("\nEvery slot is its activity's minimums (the table above) plus, the first time a notebook opens, "
+            "its cells' whole run time under nbval; nothing else is planned. " + _provenance(record))
+    if activities is TWO_HOURS:
+        dropped = [a for a in THREE_HOURS if a.name in TWO_HOUR_CUT]
+        saved = sum(slot.minutes for slot in schedule(THREE_HOURS, record) if slot.activity in dropped)
+        note += ("\n\nDropped from the three-hour agenda (" + f"{saved} min at their minimums), for take-home: "
+                 + "; ".join(f"{a.notebook}: {a.what}" if a.notebook else f"the {a.name}" for a in dropped)
+                 + ". Exercise (d) goes with 05: in two hours it is optional, and 05's comparison of it is skipped.")
     return "\n".join(rows) + "\n" + note
 
 
 KIND = "agenda"
-BLOCKS = ("times", *AGENDAS)
+BLOCKS = ("times", "minimums", *AGENDAS)
 
 
 def markers(name: str) -> tuple[str, str]:

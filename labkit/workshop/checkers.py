@@ -1,10 +1,10 @@
 """The exercises of notebook 07 in one place: write the fix yourself, and a checker runs it through the kit.
 
-    (a) check_fill(copy_idx_mapping)            the host-side fill of idx_mapping's padded rows
-    (b) check_kernel(gumbel_kernel)             the sampling kernel skips rows whose slot is -1
+    (a) check_fill(copy_idx_mapping)            the host side: what idx_mapping's padded rows hold
+    (b) check_kernel(gumbel_kernel)             the sampling kernel and the padded rows
         check_kernel(gumbel_rows)               ... its torch version, where Triton cannot run
-    (c) check_dflash(build_sample_mapping)      the pad value of DFlash's per-sample mapping
-    (d) check_offset(q_offset)                  the int64 offset `slot * stride` (vLLM #46560)
+    (c) check_dflash(build_sample_mapping)      the padding of DFlash's per-sample mapping
+    (d) check_offset(q_offset)                  the offset `slot * stride` of a store (vLLM #46560)
     hint("a"), hint("a", 2), ...                each hint gives more away; the last is the fix
     reveal("a"), reveal()                       the PR's fix beside your last checked code, solved or not
     compare("a")                                the same, for notebook 03 (from the answers 07 kept)
@@ -15,7 +15,8 @@ Each checker takes your function, or a namespace such as ``globals()`` where it 
 up, and returns a :class:`~labkit.workshop.feedback.CheckResult`: "solved", or "not solved yet"
 with what went wrong in terms of rows, slots and buffers. Checkers judge behaviour only (outputs,
 q, and what your code touched outside the buffers), never the text of your code, and never
-raise. A check of (b) that fails draws the launch it failed on (who stored into each slot of q,
+raise. A checker run on the code its exercise starts from says "not attempted yet" and nothing
+else. A check of (b) that fails draws the launch it failed on (who stored into each slot of q,
 and what touched the guard memory); a check that passes shows the PR's fix beside your code
 (:mod:`labkit.workshop.reveal`). Every check keeps your code in ``my_answers/<exercise>.py``
 ($LABKIT_ANSWERS), for notebook 03. The capstone (:func:`labkit.workshop.capstone.run_capstone`)
@@ -31,16 +32,21 @@ from labkit.workshop.capstone import CapstoneResult, run_capstone
 from labkit.workshop.dflash_pad import check_dflash
 from labkit.workshop.feedback import CheckResult
 from labkit.workshop.fill import check_fill
-from labkit.workshop.hints import HINTS, hint
+from labkit.workshop.hints import hint
 from labkit.workshop.kernel_mask import check_kernel
 from labkit.workshop.kernel_names import NAMES, kernel_names
 from labkit.workshop.offsets import check_offset
 from labkit.workshop.reveal import compare, reveal
 
-__all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_offset", "hint", "HINTS",
+__all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_offset", "hint",
            "reveal", "compare", "capstone", "CapstoneResult", *NAMES]
 
-capstone = run_capstone  # the notebook's spelling: `ex.capstone(globals())`
+
+def capstone(namespace: dict, **workload) -> CapstoneResult:
+    """Your (a), (b) and (c) from `namespace` (``globals()``) in the toy engine, on notebook 01's workload:
+    its table with your pieces, and the ownership map of your own launch. `workload`: prompts, seed,
+    drafters, progress (:func:`labkit.workshop.capstone.run_capstone` says more)."""
+    return run_capstone(namespace, **workload)
 
 
 def __getattr__(name: str):

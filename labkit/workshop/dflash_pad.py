@@ -31,15 +31,15 @@ SOLVED = ("Every sample row the padded graph read held a live slot or no slot at
 _DFLASH = replace(hs.CONFIG, drafter="dflash")
 
 
-def dflash_speculator(sample_mapping, **kwargs) -> LearnerDFlashSpeculator:
+def dflash_speculator(sample_mapping, *, shapes=hs.CONFIG, **kwargs) -> LearnerDFlashSpeculator:
     """The DFlash speculator of the checks: graphs, masked kernel, the learner's sample mapping."""
-    return LearnerDFlashSpeculator(hs.toy_draft_model(), _DFLASH.with_pr_fix(), sample_mapping=sample_mapping,
-                                   record=True, **kwargs)
+    return LearnerDFlashSpeculator(hs.toy_draft_model(), _DFLASH.with_pr_fix().at_shapes_of(shapes),
+                                   sample_mapping=sample_mapping, record=True, **kwargs)
 
 
-def reference_speculator() -> DFlashSpeculator:
+def reference_speculator(*, shapes=hs.CONFIG) -> DFlashSpeculator:
     """The kit's fixed DFlash speculator, eager: what every live output must equal."""
-    return DFlashSpeculator(hs.toy_draft_model(), replace(_DFLASH.with_pr_fix(), use_graphs=False))
+    return DFlashSpeculator(hs.toy_draft_model(), replace(_DFLASH.with_pr_fix(), use_graphs=False).at_shapes_of(shapes))
 
 
 DFLASH = hs.HostExercise("c", NAME, "sample_idx_mapping", hs.K, dflash_speculator, reference_speculator)
@@ -48,7 +48,7 @@ DFLASH = hs.HostExercise("c", NAME, "sample_idx_mapping", hs.K, dflash_speculato
 @never_raises("c")
 @keeps_answer("c", (NAME,))
 def check_dflash(build_sample_mapping) -> CheckResult:
-    """(c) `build_sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping)` fills the sample mapping.
+    """(c) `build_sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping)` writes the sample mapping.
 
     Sample row r < num_reqs * k is draft step r % k of live row r // k, so it maps to
     idx_mapping[r // k]; the rest is padding. Takes the function, or a namespace such as ``globals()``.

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitInputError
@@ -169,3 +171,112 @@ def _defined(tree) -> set[str]:
 
 def _used(tree) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+# --- a learner's folder: what `make lab` opens, what a hub gives each learner -----------------------
+
+# Docs a student notebook may link to that answer no exercise (the rest, which state the fix, stay in
+# the repository: a learner's file browser never shows them).
+LEARNER_DOCS = ("TRITON_MASKS.md",)
+# The learner's copies carry the edition in their names, so that a tab of the student edition never
+# looks like a tab of the instructor's (JupyterLab titles a tab with the file name).
+LEARNER_SUFFIX = "_student"
+_DOC_LINK = re.compile(r"\[([^\]]+)\]\(\.\./docs/([A-Za-z0-9_.-]+)\)")
+
+
+def learner_name(notebook: str) -> str:
+    """The file name of a notebook's copy in a learner's folder: ``00_setup_and_tour_student.ipynb``."""
+    stem = Path(notebook).stem
+    return f"{stem}{LEARNER_SUFFIX}.ipynb"
+
+
+def edition_name(learner_file: str) -> str:
+    """The inverse of :func:`learner_name`: ``00_setup_and_tour.ipynb``."""
+    stem = Path(learner_file).stem
+    return f"{stem[:-len(LEARNER_SUFFIX)] if stem.endswith(LEARNER_SUFFIX) else stem}.ipynb"
+
+
+def _learner_links(nb):
+    """Links to ../docs/ as a learner's folder holds them: a learner doc beside the notebooks, any
+    other doc named (it stays in the repository) but not linked."""
+    def relink(match):
+        text, doc = match.groups()
+        if doc in LEARNER_DOCS:
+            return f"[{text}](docs/{doc})"
+        return f"{text} (in the kit's repository: `docs/{doc}`)"
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _DOC_LINK.sub(relink, cell.source)
+    return nb
+
+
+@dataclass(frozen=True)
+class LearnerFolder:
+    """What :func:`build_learner_folder` left in a learner's folder."""
+
+    root: Path
+    notebooks: tuple[Path, ...]  # in the order a learner opens them (secrecy.STUDENT_PATH): the first is the lab's
+    written: tuple[Path, ...]  # new this time
+    kept: tuple[Path, ...]  # already there: the learner's own copy, never overwritten
+    outdated: tuple[Path, ...]  # kept, although the instructor notebook changed since it was written
+    others: tuple[Path, ...] = ()  # files already there that a learner's folder does not hold (left alone)
+
+    @property
+    def first(self) -> Path:
+        return self.notebooks[0]
+
+
+KIT_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"  # the instructor edition of this clone
+
+
+def build_learner_folder(dest: str | Path, src: str | Path | None = None, *, fresh: bool = False) -> LearnerFolder:
+    """A learner's folder in `dest`: the student edition of every notebook in `src` and the docs it links
+    to that give no answer away (:data:`LEARNER_DOCS`), nothing else (no test configuration, no solved
+    notebook, no figure file, no doc that states the fix).
+
+    A notebook already in `dest` is the learner's work and stays as it is (listed in ``kept``, and in
+    ``outdated`` where its instructor notebook is newer); ``fresh=True`` writes every file anew. Returns
+    the folder's notebooks in the order a learner opens them. `src` defaults to this clone's
+    ``notebooks/``. One call per learner: a hub gives each learner their own folder this way.
+    """
+    from labkit.workshop.secrecy import STUDENT_PATH
+
+    src, dest = Path(src if src is not None else KIT_NOTEBOOKS), Path(dest)
+    if not src.is_dir():
+        what = "is a file, not a folder" if src.exists() else "does not exist"
+        raise LabkitInputError(f"--src {src} {what}: give the folder of the instructor notebooks "
+                               "(default: notebooks, in the repository)")
+    if dest.resolve() == src.resolve() or src.resolve() in dest.resolve().parents:
+        raise LabkitInputError(f"a learner's folder must be outside the instructor notebooks ({src}), got {dest}")
+    sources = {p.name: p for p in src.glob("*.ipynb")}
+    if not sources:
+        raise LabkitInputError(f"--src {src} holds no notebooks (*.ipynb)")
+    order = [name for name in STUDENT_PATH if name in sources] + sorted(set(sources) - set(STUDENT_PATH))
+    nbformat = _nbformat()
+    written, kept, outdated, notebooks = [], [], [], []
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in order:
+            target = dest / learner_name(name)
+            notebooks.append(target)
+            if target.exists() and not fresh:
+                kept.append(target)
+                if sources[name].stat().st_mtime > target.stat().st_mtime:
+                    outdated.append(target)
+                continue
+            nb = _learner_links(student_notebook(nbformat.read(sources[name], as_version=4)))
+            nbformat.write(nb, target)
+            written.append(target)
+        docs = src.resolve().parent / "docs"
+        for doc in LEARNER_DOCS:
+            if (docs / doc).is_file():
+                (dest / "docs").mkdir(exist_ok=True)
+                shutil.copy2(docs / doc, dest / "docs" / doc)
+    except OSError as err:
+        raise LabkitInputError(f"cannot write a learner's folder into {dest}: {err.strerror or err} "
+                               f"({err.filename or dest}). Choose a folder you can write to.") from err
+    ours = set(notebooks) | {dest / "docs" / doc for doc in LEARNER_DOCS}
+    others = sorted(p for p in dest.rglob("*") if p.is_file() and p not in ours
+                    and not {"my_answers", *_SKIP_DIRS} & set(p.relative_to(dest).parts))
+    return LearnerFolder(dest, tuple(notebooks), tuple(written), tuple(kept), tuple(outdated), tuple(others))

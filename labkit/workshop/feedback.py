@@ -25,7 +25,7 @@ class CheckResult:
     """The verdict of a checker; shows as its message in a notebook.
 
     warnings: things that pass every check here but would not be safe everywhere (for example
-    a masked load without ``other``, whose masked-off value is undefined on a GPU).
+    a value that is defined on this machine's backend and undefined on a GPU).
     notes: about the kit rather than the code (say, that your code could not be saved for notebook 03).
     launch: your launch, drawn (has ``figure``, ``text()`` and ``html()``); reveal: the PR's fix
     beside your code (``text()`` and ``html()``). Either may be None.
@@ -168,7 +168,7 @@ def explain_exception(exc: BaseException, fn: Callable, name: str) -> str:
     where = ""
     if py is not None:
         where = _traceback_line(chain, py, name) or _compile_error_line(chain, py, name)
-    return f"`{name}` raised {type(root).__name__}{where}: {text}.{_advice(root, text.lower())}"
+    return f"`{name}` raised {type(root).__name__}{where}: {text}.{_advice(root, text.lower(), fn)}"
 
 
 def _traceback_line(chain: list, py: types.FunctionType, name: str) -> str:
@@ -201,14 +201,25 @@ def _compile_error_line(chain: list, py: types.FunctionType, name: str) -> str:
     return f" at line {index + 1} of `{name}` (`{lines[index].strip()}`)"
 
 
-def _advice(root: BaseException, lowered: str) -> str:
+# The names each kind of exercise function may use besides its own arguments (what 07's first cell imports).
+_NAMES_AT_HAND = {
+    "kernel": "Kernels may use `tl`, `row_key` and `uniform` (the first cell of the notebook imports them)",
+    "torch": "The torch version may use `torch`, `gumbel_torch` and `row_key_torch` (the first cell of the "
+             "notebook imports them)",
+    "host": "Host code may use `torch` (the first cell of the notebook imports it)",
+}
+
+
+def _advice(root: BaseException, lowered: str, fn: Callable | None = None) -> str:
     if "mask has unsupported dtype" in lowered:
         # Worded without the exercise's answer: this advice shows while exercise (b) is unsolved.
         return (" Some Triton interpreters refuse a condition built as `block_condition & scalar_condition` when "
                 "the scalar came from tl.load: broadcast the scalar to the block's shape before combining.")
     if isinstance(root, NameError):
-        return (" A name your code uses is not defined. Kernels may use `tl`, `row_key` and `uniform` (the "
-                "first cell of the notebook imports them) and their own arguments.")
+        kind = "kernel" if fn is not None and is_triton_kernel(fn) else \
+            "torch" if getattr(python_function(fn) if fn is not None else None, "__name__", "") == "gumbel_rows" \
+            else "host"
+        return f" A name your code uses is not defined. {_NAMES_AT_HAND[kind]} and their own arguments."
     if isinstance(root, (IndexError, RuntimeError)) and ("size" in lowered or "shape" in lowered):
         return " Check the sizes of what you assign: the right side must fit the slice on the left."
     if isinstance(root, TypeError):

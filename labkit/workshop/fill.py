@@ -19,23 +19,24 @@ from labkit.workshop.learner_specs import LearnerSpeculator
 from labkit.workshop.reveal import keeps_answer
 
 NAME = "copy_idx_mapping"
-SOLVED = (f"Over {len(hs.SCHEDULE)} steps of the timeline and a fresh speculator, every row the padded graph "
-          "read held a live slot or no slot at all, every live row drafted the eager run's tokens, and every "
-          "live slot's q is the distribution its draft was sampled from. The padding-invariance audit agreed "
-          f"on {len(hs.AUDIT_BATCHES)} batches: with everything the batch does not own poisoned, the padded "
-          "step's live outputs equal the unpadded step's. (Remember the other half: the kernel must skip "
-          "those rows, which is exercise (b).)")
+SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timeline and a fresh speculator, "
+          "every row the padded graph read held a live slot or no slot at all, every live row drafted the eager "
+          "run's tokens, and every live slot's q is the distribution its draft was sampled from. The "
+          f"padding-invariance audit agreed on {len(hs.AUDIT_BATCHES)} batches: with everything the batch does "
+          "not own poisoned, the padded step's live outputs equal the unpadded step's. (Remember the other half: "
+          "the kernel must skip those rows, which is exercise (b).)")
 
 
-def fill_speculator(fill, **kwargs) -> LearnerSpeculator:
-    """The speculator of the checks: graphs, the kit's masked kernel, the kit's own fill off."""
-    config = replace(hs.CONFIG, fix=FixSwitches(fill_padding=False, mask_kernel=True))
+def fill_speculator(fill, *, shapes=hs.CONFIG, **kwargs) -> LearnerSpeculator:
+    """The speculator of the checks: graphs, the kit's masked kernel, the kit's own fill off (at the
+    k, slots and capture sizes of `shapes`)."""
+    config = replace(hs.CONFIG, fix=FixSwitches(fill_padding=False, mask_kernel=True)).at_shapes_of(shapes)
     return LearnerSpeculator(hs.toy_draft_model(), config, fill=fill, record=True, **kwargs)
 
 
-def reference_speculator() -> Speculator:
+def reference_speculator(*, shapes=hs.CONFIG) -> Speculator:
     """The kit's fixed speculator, eager: what every live output must equal."""
-    return Speculator(hs.toy_draft_model(), replace(hs.CONFIG.with_pr_fix(), use_graphs=False))
+    return Speculator(hs.toy_draft_model(), replace(hs.CONFIG.with_pr_fix(), use_graphs=False).at_shapes_of(shapes))
 
 
 FILL = hs.HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_speculator)

@@ -3,7 +3,9 @@ shows the fix.
 
     hint("a")        the first hint of exercise (a)
     hint("b", 3)     the third (last) hint of (b): the fix
-    HINTS["b"]       all of them
+
+The hints are reached through :func:`hint` alone: the table is private, so that no learner meets
+the last hint of an exercise by tab-completing a name.
 
 Exercises (b) and (d) have a torch version for machines without Triton; ``hint("b")`` picks the
 version this session runs (``hint("b-torch")`` or ``hint("b-triton")`` choose one).
@@ -14,7 +16,7 @@ from __future__ import annotations
 from labkit.workshop.feedback import Text
 from labkit.workshop.launch_harness import triton_kernels_run
 
-HINTS: dict[str, list[str]] = {
+_HINTS: dict[str, list[str]] = {
     "a": [
         "Which rows does the padded graph process, and what do rows num_reqs and above hold when nobody "
         "writes them this step?",
@@ -71,7 +73,7 @@ def _key(exercise) -> str | None:
     key = str(exercise).strip().strip("()").lower()
     if key in ("b", "d"):
         key += "-triton" if triton_kernels_run() else "-torch"
-    return key if key in HINTS else None
+    return key if key in _HINTS else None
 
 
 def hint(exercise, n: int = 1) -> Hint:
@@ -79,7 +81,7 @@ def hint(exercise, n: int = 1) -> Hint:
     key = _key(exercise)
     if key is None:
         return Hint(f"There is no exercise {exercise!r}; choose one of {', '.join(EXERCISES)}.")
-    hints = HINTS[key]
+    hints = _HINTS[key]
     if not isinstance(n, int) or not 1 <= n <= len(hints):
         return Hint(f"Exercise ({key[0]}) has hints 1 to {len(hints)}.")
     last = " (the fix)" if n == len(hints) else ""

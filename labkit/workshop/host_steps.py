@@ -9,9 +9,10 @@ Each step is judged by what the graph did with the buffer the learner wrote:
   negative value, which the masked kernel skips). Rows past the graph's size are not read this
   step, so they are not judged: a fill that stops at the graph's size is right.
 
-The first steps are the timeline of docs/MECHANICS.md (:data:`labkit.scenario.MECHANICS_SCHEDULE`:
-8 requests, then slot 3 finishes), then the batch shrinks and grows, and a fresh speculator
-(whose buffers still hold their initial contents) runs one small step.
+The first steps are the timeline of notebook 02 (:data:`labkit.scenario.MECHANICS_SCHEDULE`:
+8 requests, then slot 3 finishes), then the batch shrinks and grows, then a wider speculator pads
+5 rows at once (:data:`WIDE`), and a fresh speculator (whose buffers still hold their initial
+contents) runs one small step.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ from labkit.workshop.launch_harness import kit_work_on
 CONFIG = TIMELINE  # the checks' drafter: the timeline's shapes (the fix switches vary per speculator)
 M, K, CAPTURE_SIZES = CONFIG.max_num_reqs, CONFIG.k, CONFIG.capture_sizes
 SCHEDULE: tuple[tuple[int, ...], ...] = MECHANICS_SCHEDULE + ((3, 4, 5, 6, 7), (6, 1), (2, 0, 7))
+# With 8 slots a graph pads at most 3 rows, so a fill of only the first few padded rows would pass.
+# A wider speculator follows (16 slots, graphs of 1 to 16 rows): a step of 16 writes every entry, then
+# 11 live rows pad 5 rows (10 sample rows for DFlash, k = 2) that still hold live requests' slots.
+WIDE = dataclasses.replace(TIMELINE, max_num_reqs=16, capture_sizes=(1, 2, 4, 8, 16))
+WIDE_SCHEDULE: tuple[tuple[int, ...], ...] = (tuple(range(16)), (15, 14, 1, 2, 3, 9, 10, 11, 12, 5, 6))
 FRESH: tuple[tuple[int, ...], ...] = ((0, 1, 2),)
 
 
@@ -67,8 +73,9 @@ class HostExercise:
     name: str  # the learner's function
     buffer: str  # the buffer it writes
     spr: int  # rows of the buffer per request: 1, or k for DFlash's sample rows
-    make_spec: Callable  # learner function -> speculator (graphs, record=True) that calls it
-    make_reference: Callable  # () -> the kit's fixed speculator, eager
+    make_spec: Callable  # learner function [, shapes=config] -> speculator (graphs, record=True) that calls it
+    make_reference: Callable  # ([shapes=config]) -> the kit's fixed speculator, eager
+    learner: Callable | None = None  # the learner's function, once resolved (messages read its code)
 
     @property
     def unit(self) -> str:
@@ -120,23 +127,28 @@ def run_timeline(exercise: HostExercise, learner: Callable, name: str):
     the torch backend on the CPU (:func:`~labkit.workshop.launch_harness.kit_work_on`).
     """
     with kit_work_on(backends.default_device()):
-        return _run_timeline(dataclasses.replace(exercise, name=name), learner)
+        return _run_timeline(dataclasses.replace(exercise, name=name, learner=learner), learner)
 
 
 def _run_timeline(exercise: HostExercise, learner: Callable):
     warnings: list[str] = []
-    for fresh, schedule in ((False, SCHEDULE), (True, FRESH)):
-        spec, ref = exercise.make_spec(learner), exercise.make_reference()
+    phases = ((False, SCHEDULE, None, "of the timeline"), (True, FRESH, None, ""),
+              (False, WIDE_SCHEDULE, WIDE, f"with {WIDE.max_num_reqs} slots and graphs of up to "
+                                           f"{max(WIDE.capture_sizes)} rows"))
+    for fresh, schedule, shapes, where in phases:
+        wide = {} if shapes is None else {"shapes": shapes}
+        spec, ref = exercise.make_spec(learner, **wide), exercise.make_reference(**wide)
         for i, slots in enumerate(schedule):
             rows = spec.runner.rows_for(len(slots))
-            label = ("On a fresh speculator" if fresh else f"At step {i} of the timeline") + \
+            label = ("On a fresh speculator" if fresh else f"At step {i} {where}") + \
                 f" (live slots {fmt(slots)} in rows 0..{len(slots) - 1}, graph of {rows} rows):"
             try:
                 tokens = spec.propose(*propose_inputs(spec, slots, step=i))
             except LearnerRaised as err:
                 return not_yet(exercise.ex, f"{label} " + explain_exception(err.original, learner, exercise.name)), []
             except UnsafeMapping:
-                return not_yet(exercise.ex, f"{label} " + _past_the_slots(exercise, spec.seen[exercise.buffer][1])), []
+                return not_yet(exercise.ex, f"{label} " + _past_the_slots(exercise, spec.seen[exercise.buffer][1],
+                                                                        spec.max_num_reqs)), []
             ref_tokens = ref.propose(*propose_inputs(ref, slots, step=i))
             step = Step(label, list(slots), rows, *spec.seen[exercise.buffer], spec.last_record,
                         tokens.cpu(), ref_tokens.cpu(), ref.draft_logits.cpu().clone())
@@ -170,10 +182,16 @@ def _not_in_place(exercise: HostExercise, step: Step, fresh: bool) -> str | None
     extra = " Your function returned a tensor; the kit ignores return values." if \
         isinstance(step.returned, torch.Tensor) else ""
     # The contents are not quoted: (c)'s buffer starts out holding (c)'s answer.
-    return (f"the buffer did not change at all: your `{exercise.name}` left {exercise.buffer} exactly as it "
-            f"was.{extra} The graph reads the persistent buffer it was captured with, so only changes made to "
-            "that very tensor count: assigning a new tensor to the argument's name changes nothing outside "
-            "your function.")
+    said = f"the buffer did not change at all: your `{exercise.name}` left {exercise.buffer} exactly as it was.{extra}"
+    rebound = rebound_arguments(exercise.learner)
+    if rebound:
+        return (f"{said} It assigns a new value to the argument's name ({join(f'`{n}`' for n in rebound)}): "
+                "that makes the name point at a new tensor inside your function and changes nothing outside it. "
+                "The graph reads the persistent buffer it was captured with, so only changes made to that very "
+                "tensor count (assign into it: `buffer[...] = ...`).")
+    return (f"{said} Its live {exercise.unit}s still hold what an earlier step wrote, not this step's slots: "
+            f"your function must copy this step's batch into {exercise.buffer}, in place, as the code the "
+            "exercise started from did.")
 
 
 def _live_part(exercise: HostExercise, step: Step, fresh: bool) -> str | None:
@@ -217,10 +235,14 @@ def _overwrite_words(exercise: HostExercise, step: Step, r: int, slot: int, vict
     rows = [p for p in pads if int(read[p]) == slot]  # with the masked kernel, each of them stores
     plural = len(rows) > 1
     s_ = "" if plural else "s"
+    written = _written_by_learner(exercise, step, rows)
     if fresh and slot == 0 and int(step.before[r]) == 0:
         held = f"hold{s_} slot 0 (the buffer starts as zeros, and nothing wrote {'them' if plural else 'it'})"
     elif slot == 0 and all(int(read[p]) == 0 for p in pads):
         held = f"hold{s_} 0, which is not 'empty' but request slot 0's number,"
+    elif written:
+        held = (f"hold{s_} slot {slot}, which your `{exercise.name}` wrote there this step "
+                f"({exercise.buffer}[{written[0]}] was {int(step.before[written[0]])} before it ran),")
     else:
         held = f"still hold{s_} slot {slot} from an earlier step"
     at = " and ".join(f"[{slot}, {p % spr}]" for p in rows) if spr > 1 else f"[{slot}, {join(range(k))}]"
@@ -231,6 +253,44 @@ def _overwrite_words(exercise: HostExercise, step: Step, r: int, slot: int, vict
     return (f"The graph runs {step.rows * spr} {exercise.unit}s, so padded {exercise.unit}{'s' if plural else ''} "
             f"{join(rows)} {held} and stored {'their' if plural else 'its'} logits, computed from padding, into "
             f"draft_logits{at}: the q of live row {victim}. {outcome}")
+
+
+_PROBE = -12345  # no slot, and no value a learner's code would write
+
+
+def _written_by_learner(exercise: HostExercise, step: Step, rows: list[int]) -> list[int]:
+    """Which of the padded `rows` the learner's code wrote this step (the value it wrote may be the one
+    that was there): (a)'s function is called once more on a copy whose padded rows hold a probe value."""
+    changed = [p for p in rows if int(step.before[p]) != int(step.after[p])]
+    if changed or exercise.spr != 1 or exercise.learner is None:
+        return changed
+    probe = step.before.clone()
+    probe[rows] = _PROBE
+    try:
+        exercise.learner(probe, torch.tensor(step.slots, dtype=torch.int32))
+    except Exception:  # noqa: BLE001 - the step already ran this code without raising; say nothing more
+        return []
+    return [p for p in rows if int(probe[p]) != _PROBE]
+
+
+def rebound_arguments(fn: Callable | None) -> list[str]:
+    """The arguments of `fn` that its body assigns a new value to (``idx_mapping = ...``), from its source."""
+    import ast
+    import textwrap
+
+    from labkit.workshop.answers import learner_source
+
+    source = learner_source(fn) if fn is not None else None
+    try:
+        tree = ast.parse(textwrap.dedent(source)) if source else None
+    except SyntaxError:
+        tree = None
+    func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None) if tree else None
+    if func is None:
+        return []
+    params = {a.arg for a in func.args.args + func.args.kwonlyargs}
+    stored = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return sorted(params & stored)
 
 
 def _live_outputs(exercise: HostExercise, step: Step, fresh: bool) -> str | None:
@@ -247,10 +307,10 @@ def _live_outputs(exercise: HostExercise, step: Step, fresh: bool) -> str | None
     return None
 
 
-def _past_the_slots(exercise: HostExercise, after) -> str:
-    r = next(i for i, v in enumerate(after.tolist()) if v >= M)
+def _past_the_slots(exercise: HostExercise, after, m: int = M) -> str:
+    r = next(i for i, v in enumerate(after.tolist()) if v >= m)
     return (f"after your `{exercise.name}` {exercise.buffer} is {fmt(after)}. {exercise.unit.capitalize()} {r} holds "
-            f"{int(after[r])}, which is no slot at all (slots are 0..{M - 1}): the kernel would read temperature"
+            f"{int(after[r])}, which is no slot at all (slots are 0..{m - 1}): the kernel would read temperature"
             f"[{int(after[r])}] and seeds[{int(after[r])}] and store past the end of draft_logits, so the checker "
             "stopped before the launch.")
 

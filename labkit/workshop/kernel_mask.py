@@ -92,7 +92,8 @@ def _variant(fn, name: str) -> str | CheckResult:
 @never_raises("b")
 @keeps_answer("b", learner_names)
 def check_kernel(gumbel_kernel) -> CheckResult:
-    """(b) The sampling kernel (or its torch version) must skip rows whose slot is -1.
+    """(b) The sampling kernel (or its torch version) with padded rows: live rows sample and store as before,
+    and a padded row touches nothing outside the buffers.
 
     Takes the function, or a namespace such as ``globals()`` where it looks up ``gumbel_kernel``
     (or ``gumbel_rows``, the torch version, first where Triton cannot run). Not solved yet, the
@@ -117,7 +118,8 @@ def check_kernel(gumbel_kernel) -> CheckResult:
                                    fn, variant, case, name)
         problem = judge_launch(case, outcome)
         if problem:
-            return _showing_launch(not_yet("b", f"{launch} {problem}"), fn, variant, case, name)
+            return _showing_launch(not_yet("b", f"{launch} {problem}{_always_true_words(fn, outcome)}"),
+                                   fn, variant, case, name)
         warnings += [_no_other_warning(b) for b in outcome.loads_without_other if _no_other_warning(b) not in warnings]
         reads_seen = outcome.reads_seen
     note = ""
@@ -129,6 +131,39 @@ def check_kernel(gumbel_kernel) -> CheckResult:
                        "live slot's q is its row's logits over its temperature, no other slot's q changed, "
                        f"and no row read or wrote outside the buffers.{note} The mask alone does not help a "
                        "stale slot (it is >= 0): that takes the fill of exercise (a).", warnings)
+
+
+def unsigned_compares(fn) -> list[str]:
+    """The comparisons with 0 in `fn`'s source whose other side is converted to an unsigned type
+    (``slot.to(tl.uint32) >= 0``): an unsigned value is never below 0, so such a condition always holds."""
+    import ast
+    import textwrap
+
+    from labkit.workshop.answers import learner_source
+
+    source = learner_source(fn)
+    try:
+        tree = ast.parse(textwrap.dedent(source)) if source else None
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree) if tree else ():
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        sides = [node.left, *node.comparators]
+        zero = any(isinstance(side, ast.Constant) and side.value == 0 for side in sides)
+        unsigned = any("uint" in getattr(n, "attr", getattr(n, "id", "")) for side in sides for n in ast.walk(side))
+        if zero and unsigned:
+            found.append(ast.unparse(node))
+    return found
+
+
+def _always_true_words(fn, outcome: LaunchOutcome) -> str:
+    compares = unsigned_compares(fn) if (outcome.reads or outcome.q_guard_rows_written) else []
+    if not compares:
+        return ""
+    return (f" Your code compares an unsigned value with 0 (`{compares[0]}`): an unsigned number is never below "
+            "0, so that condition holds in every lane, for every row, and masks nothing.")
 
 
 def _showing_launch(result: CheckResult, fn, variant: str, case: KernelCase, name: str) -> CheckResult:

@@ -22,6 +22,7 @@ from labkit.workshop.answers import Answer, keep, learner_source, saved_answer, 
 from labkit.workshop.feedback import CheckResult, Shown, Text, resolve
 from labkit.workshop.launch_harness import triton_kernels_run
 from labkit.workshop.pr_fix import FixSource, pr_fix
+from labkit.workshop.starting_code import not_attempted_message, starting_code_of
 
 EXERCISES = ("a", "b", "c", "d")
 TOPICS = {"a": "the host side: idx_mapping's padded rows", "b": "the sampling kernel's loads and store",
@@ -133,8 +134,11 @@ def keeps_answer(exercise: str, names: Callable[[], tuple[str, ...]] | tuple[str
     def decorate(check):
         @functools.wraps(check)
         def checked(learner):
-            result = check(learner)
             fn, name, missing = resolve(exercise, learner, *(names() if callable(names) else names))
+            if missing is None and starting_code_of(fn):
+                # Run All reaches every checker before the learner wrote anything: say so, show nothing.
+                return CheckResult(exercise, False, not_attempted_message(exercise, name))
+            result = check(learner)
             if missing is None:
                 _keep_and_reveal(result, fn, name)
             return result

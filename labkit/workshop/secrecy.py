@@ -65,6 +65,11 @@ ANSWERS_IN_TASK: dict[str, tuple[str, ...]] = {
 }
 
 FIGURE_TEXT_MARKER = "labkit-figure-text: "
+INSPECT_MARKER = "labkit-inspect: "
+# A doc a notebook links to or names (``docs/MECHANICS.md``): the learner may open it from there.
+DOC_REFERENCE = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)\b")
+# The README's spoiler section: a collapsed <details> block whose summary says "spoiler".
+SPOILER_BLOCK = re.compile(r"<details>\s*<summary>[^<]*spoiler[^<]*</summary>.*?</details>", re.IGNORECASE | re.DOTALL)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 _WIDGET_TEXT_KEYS = ("description", "_options_labels", "placeholder", "tooltip", "_titles", "children_titles")
@@ -128,6 +133,11 @@ def _stream_pieces(text: str) -> Iterator[tuple[str, str]]:
     for line in text.splitlines():
         if line.startswith(FIGURE_TEXT_MARKER):
             yield "figure text", "\n".join(t["text"] for t in json.loads(line[len(FIGURE_TEXT_MARKER):])["texts"])
+        elif line.startswith(INSPECT_MARKER):
+            seen = json.loads(line[len(INSPECT_MARKER):])
+            for what in ("doc", "signature", "repr"):
+                if seen.get(what):
+                    yield f"{what} of {seen['name']}", seen[what]
         else:
             plain.append(line)
     yield "output stream", "\n".join(plain)
@@ -160,23 +170,58 @@ def saved_widget_state(nb) -> Mapping | None:
     return nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE_MIME)
 
 
-def before_each_exercise(notebooks: Mapping[str, object]) -> dict[str, list[Seen]]:
-    """Per exercise: everything on the student path before its task cell (notebooks by file name)."""
-    return {x: seen[:start] for x, (seen, start, _) in _path_with_exercises(notebooks).items()}
+def before_each_exercise(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None
+                         ) -> dict[str, list[Seen]]:
+    """Per exercise: everything on the student path before its task cell (notebooks by file name;
+    `docs`: the text of each doc by file name, read where a cell links to or names it)."""
+    return {x: seen[:start] for x, (seen, start, _) in _path_with_exercises(notebooks, docs).items()}
 
 
-def each_exercise_itself(notebooks: Mapping[str, object]) -> dict[str, list[Seen]]:
+def each_exercise_itself(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None
+                         ) -> dict[str, list[Seen]]:
     """Per exercise: its task cell and what follows up to its first checker (the skeleton the learner edits)."""
-    return {x: seen[start:end] for x, (seen, start, end) in _path_with_exercises(notebooks).items()}
+    return {x: seen[start:end] for x, (seen, start, end) in _path_with_exercises(notebooks, docs).items()}
 
 
-def _path_with_exercises(notebooks: Mapping[str, object]) -> dict[str, tuple[list[Seen], int, int]]:
+def docs_named(text: str) -> list[str]:
+    """The docs (file names under docs/) that `text` links to or names."""
+    return list(dict.fromkeys(DOC_REFERENCE.findall(text)))
+
+
+def outside_spoilers(markdown: str) -> str:
+    """A README without its spoiler section(s): what a learner reads of it."""
+    return SPOILER_BLOCK.sub("", markdown)
+
+
+def spoilers(markdown: str) -> list[str]:
+    return SPOILER_BLOCK.findall(markdown)
+
+
+def _with_docs(pieces: list[Seen], docs: Mapping[str, str] | None, opened: set[str]) -> list[Seen]:
+    """A cell's pieces, followed by each doc its source names that the learner has not opened yet."""
+    if docs is None:
+        return pieces
+    found = list(pieces)
+    for piece in pieces:
+        if piece.where != "source":
+            continue
+        for name in docs_named(piece.text):
+            if name not in opened:
+                opened.add(name)
+                found.append(Seen(piece.notebook, piece.cell, piece.cell_id, f"doc docs/{name}",
+                                  docs.get(name, f"(docs/{name} is named here but missing)")))
+    return found
+
+
+def _path_with_exercises(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None
+                         ) -> dict[str, tuple[list[Seen], int, int]]:
     missing = [name for name in STUDENT_PATH[:STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1] if name not in notebooks]
     if missing:
         raise ValueError(f"the student path needs {', '.join(missing)}, which the given notebooks lack")
     seen: list[Seen] = []
     starts: dict[str, int] = {}
     ends: dict[str, int] = {}
+    opened: set[str] = set()
     for name in STUDENT_PATH:
         nb = notebooks.get(name)
         if nb is None:
@@ -187,7 +232,7 @@ def _path_with_exercises(notebooks: Mapping[str, object]) -> dict[str, tuple[lis
                 starts[next(x for x, cid in EXERCISE_CELLS.items() if cid == cell.get("id"))] = len(seen)
             if "checker" in cell.get("metadata", {}).get("tags", []):
                 ends.update({x: len(seen) for x in starts if x not in ends})
-            seen += seen_in_cell(cell, name, index, state)
+            seen += _with_docs(seen_in_cell(cell, name, index, state), docs, opened)
         if name == EXERCISE_NOTEBOOK:
             break
     absent = [x for x in EXERCISE_CELLS if x not in starts]
@@ -202,14 +247,14 @@ def answers_in(text: str, exercise: str, patterns: Mapping[str, tuple[str, ...]]
     return [m.group(0) for pattern in patterns[exercise] for m in re.finditer(pattern, text, re.IGNORECASE)]
 
 
-def find_leaks(notebooks: Mapping[str, object]) -> list[Leak]:
+def find_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None) -> list[Leak]:
     """Every place on the student path that shows an exercise's answer before the learner meets it,
-    or in the exercise's own task and skeleton."""
+    or in the exercise's own task and skeleton (with `docs`: in the docs the path links to, too)."""
     leaks = []
-    for exercise, seen in before_each_exercise(notebooks).items():
+    for exercise, seen in before_each_exercise(notebooks, docs).items():
         for piece in seen:
             leaks += [Leak(exercise, found, piece) for found in answers_in(piece.text, exercise)]
-    for exercise, seen in each_exercise_itself(notebooks).items():
+    for exercise, seen in each_exercise_itself(notebooks, docs).items():
         for piece in seen:
             leaks += [Leak(exercise, found, piece, in_task=True)
                       for found in answers_in(piece.text, exercise, ANSWERS_IN_TASK)]
@@ -255,3 +300,73 @@ def capture_figure_text() -> None:
 
     FigureCanvasBase.print_figure = noting
     shell.events.register("post_run_cell", report)
+
+
+# --- what one `?` shows: docstrings, signatures and reprs of the names a cell made ------------------
+
+_SKIP_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def _is_labkit(obj) -> bool:
+    import inspect
+
+    if inspect.ismodule(obj):
+        return obj.__name__.split(".")[0] == "labkit"
+    module = getattr(obj, "__module__", None) if callable(obj) else type(obj).__module__
+    return isinstance(module, str) and module.split(".")[0] == "labkit"
+
+
+def _holds_labkit(obj) -> bool:
+    if isinstance(obj, Mapping):
+        return any(_is_labkit(v) for v in obj.values())
+    return isinstance(obj, (list, tuple)) and any(_is_labkit(v) for v in obj)
+
+
+def inspected(name: str, obj) -> dict:
+    """What ``name?`` and ``name`` at the prompt show: the docstring, the signature, the repr."""
+    import inspect
+
+    seen = {"name": name, "doc": (inspect.getdoc(obj) or "") if _is_labkit(obj) else ""}
+    if callable(obj) and not inspect.ismodule(obj):
+        try:
+            seen["signature"] = f"{name}{inspect.signature(obj)}"
+        except Exception:  # noqa: BLE001 - no signature to show (a builtin, a jitted kernel)
+            pass
+    try:
+        seen["repr"] = repr(obj)[:4000]
+    except Exception as err:  # noqa: BLE001 - a repr that fails shows its error, which is what a learner sees
+        seen["repr"] = f"<repr failed: {type(err).__name__}: {err}>"
+    return seen
+
+
+def namespace_inspection(namespace: Mapping) -> list[dict]:
+    """For every name of `namespace` that is labkit's (a module, function, class or object of the kit,
+    or a table of them): what ``?`` shows of it; for a module, of each public name in it too (what
+    ``module.<Tab>`` offers, then ``?``). Submodules of a module are a second step, not shown."""
+    import inspect
+
+    found = []
+    for name, obj in sorted(namespace.items()):
+        if name.startswith("_") or name in _SKIP_NAMES or not (_is_labkit(obj) or _holds_labkit(obj)):
+            continue
+        found.append(inspected(name, obj))
+        if inspect.ismodule(obj):
+            public = getattr(obj, "__all__", None) or [n for n in dir(obj) if not n.startswith("_")]
+            for attr in public:
+                value = getattr(obj, attr, None)
+                if value is not None and not inspect.ismodule(value) and (_is_labkit(value) or _holds_labkit(value)
+                                                                          or not callable(value)):
+                    found.append(inspected(f"{name}.{attr}", value))
+    return found
+
+
+def inspect_namespace() -> None:
+    """In a running IPython kernel: print one ``labkit-inspect:`` line per name
+    :func:`namespace_inspection` finds in the user's namespace (:func:`seen_in_cell` reads them)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError("inspect_namespace() runs inside an IPython kernel")
+    for seen in namespace_inspection(shell.user_ns):
+        print(INSPECT_MARKER + json.dumps(seen), flush=True)

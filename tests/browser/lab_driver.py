@@ -26,7 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -123,6 +123,8 @@ class LabServer:
         # make lab's defaults, in a settings folder of the test's own (make lab writes the same
         # overrides.json into the venv's): the announcements plugin reads them, the flags too.
         start_lab = _start_lab()
+        # Trusted as `make lab` trusts them: signed into a signature database of the server's own.
+        start_lab.trust_notebooks(sorted(self.root.glob("*.ipynb")), self.workdir / "lab-state")
         app_settings = self.workdir / "app-settings"
         app_settings.mkdir(parents=True, exist_ok=True)
         if self.lab_overrides:
@@ -136,6 +138,7 @@ class LabServer:
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
             f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
             f"--LabApp.app_settings_dir={app_settings}", *start_lab.NO_NEWS_FLAGS,
+            *start_lab.trust_flags(self.workdir / "lab-state"),
             "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -188,6 +191,18 @@ class LabServer:
         workspace = re.sub(r"[^A-Za-z0-9_-]", "-", Path(notebook).stem)
         return f"{self.url}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={self.token}"
 
+    def server_tracebacks(self) -> list[str]:
+        """Every traceback and every HTTP 5xx the server logged, each with the lines around it."""
+        try:
+            lines = self.log_path.read_text().splitlines()
+        except OSError:
+            return []
+        found = []
+        for i, line in enumerate(lines):
+            if "Traceback (most recent call last)" in line or re.search(r"\b5\d\d (GET|POST|PUT|PATCH|DELETE) ", line):
+                found.append("\n".join(lines[max(0, i - 2): i + 25]))
+        return found
+
     def log_tail(self, n: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text().splitlines()[-n:])
@@ -235,6 +250,7 @@ class RunReport:
     errors: list[str]  # text of error / stderr output areas
     dialogs: list[str]  # text of dialogs JupyterLab opened (kernel died, ...)
     news_prompt: bool = False  # JupyterLab's question about official Jupyter news was on the page
+    widgets_as_text: list[str] = field(default_factory=list)  # saved widgets shown as their text on opening
 
     def problems(self) -> list[str]:
         found = [f"error or stderr output: {text[:600]}" for text in self.errors]
@@ -311,7 +327,14 @@ class NotebookPage:
         prompts = self.prompts()
         executed = sum(any(ch.isdigit() for ch in p) for p in prompts)
         return RunReport(self.notebook, time.monotonic() - self._run_started, len(prompts), executed,
-                         self.error_outputs(), self._dialogs(), self.news_prompt_shown())
+                         self.error_outputs(), self._dialogs(), self.news_prompt_shown(),
+                         getattr(self, "widgets_as_text", []))
+
+    def widgets_shown_as_text(self) -> list[str]:
+        """Outputs that show a widget's plain-text stand-in (``VBox(children=...``): its saved state did
+        not render (an untrusted notebook, or no widget manager)."""
+        texts = self.page.locator(".jp-OutputArea-output").all_inner_texts()
+        return [t.strip()[:200] for t in texts if re.match(r"\s*(VBox|HBox|IntSlider|Output)\(", t)]
 
     def news_prompt_shown(self) -> bool:
         """Whether JupyterLab's question about news is on the page (a toast that stays until answered)."""
@@ -431,6 +454,7 @@ def run_notebooks(context, server: LabServer, names: list[str], *, parallel: int
                 opened = time.monotonic()
                 nb.open()
                 nb.open_seconds = time.monotonic() - opened
+                nb.widgets_as_text = nb.widgets_shown_as_text()  # before anything runs: what was saved
                 nb.start_run_all()
                 active.append((name, nb, time.monotonic() + timeout_s))
             except Exception as err:  # reported by the notebook's own test

@@ -16,7 +16,9 @@ notebook that detaches every widget callback, so the slider moves and the figure
 starts JupyterLab without `make lab`'s overrides, so its question about Jupyter news comes up.
 
 JupyterLab runs with the settings `make lab` gives it (scripts/start_lab.py): the first notebook
-must open without the question "Would you like to get notified about official Jupyter news?".
+must open without the question "Would you like to get notified about official Jupyter news?", the
+notebooks open trusted (a notebook's saved widgets render before it runs, not as their text), and
+the server's log must hold no traceback and no HTTP 5xx when the run is over.
 """
 
 from __future__ import annotations
@@ -112,6 +114,23 @@ def test_notebook_runs_in_jupyterlab_without_errors(ran, name):
         raise report
     problems = report.problems()
     assert not problems, f"{name} in JupyterLab ({report.seconds:.0f} s):\n  " + "\n  ".join(problems)
+
+
+def test_the_servers_log_holds_no_traceback(ran, lab):
+    server, _ = lab
+    found = server.server_tracebacks()
+    assert not found, f"jupyter lab logged {len(found)} traceback(s) or 5xx answer(s):\n" + "\n---\n".join(found[:3])
+
+
+def test_saved_widgets_render_on_opening_because_the_notebooks_are_trusted(ran):
+    results, _ = ran
+    names = [n for n in NOTEBOOK_NAMES if n.startswith(EXPLORER)]
+    if not names:
+        pytest.skip(f"no notebook starting with {EXPLORER!r} in {NOTEBOOKS}")
+    report = results[names[0]]
+    if isinstance(report, Exception):
+        pytest.fail(f"{names[0]} did not open: {report}")
+    assert not report.widgets_as_text, f"{names[0]} opened showing widgets as text: {report.widgets_as_text}"
 
 
 def test_jupyterlab_opens_without_the_news_prompt(ran):
