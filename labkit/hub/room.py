@@ -16,10 +16,13 @@ from dataclasses import asdict, dataclass
 from labkit import __version__
 from labkit.errors import LabkitInputError
 from labkit.room_limits import GPU_SHARE_ENV
+from labkit.workshop.editions import learner_name
+from labkit.workshop.secrecy import STUDENT_PATH
 
-# What each learner opens: their own folder in their home, JupyterLab on notebook 00.
+# What each learner opens: their own folder in their home (labkit.workshop.editions.build_learner_folder),
+# JupyterLab on the first notebook of the student path, 00, under its learner's name.
 LEARNER_FOLDER = "stale-padding-lab"
-START_NOTEBOOK = "00_setup_and_tour.ipynb"
+START_NOTEBOOK = learner_name(STUDENT_PATH[0])
 DEFAULT_URL = f"/lab/tree/{START_NOTEBOOK}"
 # Hub user names, which are also the system users' names on one box ("labkit-learner07"). The
 # instructor is the hub's only admin and has no server of their own.

@@ -131,15 +131,12 @@ def kit_copy(runtime: Path) -> Path:
 
 
 def build_learner_folder(out: Path, src: Path | None = None) -> None:
-    """What one learner opens: the student edition, fresh.
-
-    The one call to switch when labkit.workshop.editions gains its function for a learner's
-    whole folder (the student edition plus exactly what a learner opens).
-    """
-    from labkit.workshop.editions import build_student_edition
+    """What one learner opens, fresh: the folder :func:`labkit.workshop.editions.build_learner_folder`
+    builds (the student edition and the docs it links that answer nothing; no test configuration)."""
+    from labkit.workshop.editions import build_learner_folder as learners_folder
 
     src = src or Path(labkit.__file__).resolve().parents[1] / "notebooks"
-    build_student_edition(src, out)
+    learners_folder(out, src, fresh=True)
 
 
 def _open_to_all(folder: Path) -> None:
