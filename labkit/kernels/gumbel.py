@@ -149,8 +149,8 @@ def q_store_mask(in_vocab, offs, slot, MASK_PADDING: tl.constexpr):
 @triton.jit
 def q_row_start(q_ptr, slot, step, q_stride_slot, q_stride_step):
     """Where draft_logits[slot, step, :] starts."""
-    # int64 before the multiply: slot * stride overflows int32 for big buffers (vLLM #46560 is
-    # that bug in another sampler kernel).
+    # int64 before the multiply: slot * stride overflows int32 for big buffers (vLLM #47383 fixed
+    # this offset, slot * k * vocab, in its verification kernels).
     return q_ptr + (slot.to(tl.int64) * q_stride_slot + step * q_stride_step)
 
 

@@ -4,7 +4,7 @@
     (b) check_kernel(gumbel_kernel)             the sampling kernel and the padded rows
         check_kernel(gumbel_rows)               ... its torch version, where Triton cannot run
     (c) check_dflash(build_sample_mapping)      the padding of DFlash's per-sample mapping
-    (d) check_offset(q_offset)                  the offset `slot * stride` of a store (vLLM #46560)
+    (d) check_offset(q_offset)                  the offset `slot * stride` of a store (vLLM #47383)
     hint("a"), hint("a", 2), ...                each hint gives more away; the last is the fix
     reveal("a"), reveal()                       the PR's fix beside your last checked code, solved or not
     compare("a")                                the same, for notebook 03 (from the answers 07 kept)

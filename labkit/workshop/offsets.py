@@ -1,4 +1,4 @@
-"""Exercise (d): the offset ``slot * stride_slot + step * stride_step`` without int32 overflow (vLLM #46560).
+"""Exercise (d): the offset ``slot * stride_slot + step * stride_step`` without int32 overflow (vLLM #47383).
 
 The learner writes ``q_offset(slot, step, stride_slot, stride_step)``: a ``@triton.jit`` helper
 (slot is an int32 scalar loaded from the int32 mapping, the strides int32 arguments), or where
@@ -129,4 +129,4 @@ def _judge_big(got: list[int]) -> CheckResult:
     return not_yet("d", f"for slot {slot} in a draft_logits of [max_num_reqs, {BIG_K}, {BIG_V}] (stride_slot = "
                         f"{stride_slot:,}), the offset of [{slot}, {BIG_STEP}, 0] is {want:,} (float32: {gib:.1f} GiB "
                         f"into the buffer), but yours came out as {g:,}: the store would land {landed}.{how} vLLM "
-                        "#46560 was this bug in its sampler kernels.")
+                        "#47383 fixed this offset in its verification kernels.")

@@ -31,7 +31,8 @@ TOPICS = {"a": "the host side: idx_mapping's padded rows", "b": "the sampling ke
 UPSTREAM = {"a": "DraftModelSpeculator._copy_request_inputs in vllm/v1/worker/gpu/spec_decode/speculator.py",
             "b": "gumbel_block_argmax in vllm/v1/worker/gpu/sample/gumbel.py",
             "c": "_prepare_dflash_inputs_kernel in vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
-            "d": "vLLM #46560, int32 offsets in sampler kernels (the kit's gumbel_sample_kernel keeps the habit)"}
+            "d": "vLLM #47383, the slot-indexed draft-logits offset slot * k * vocab in int32 (the kit's "
+                 "gumbel_sample_kernel widens it); #46560 was its per-row sibling, row * vocab_size"}
 MAP_DOC = "docs/VLLM_MAP.md"
 _CELL = "padding:4px 8px;vertical-align:top;text-align:left;border-top:1px solid #ddd;width:50%"
 _CODE = "font-family:monospace;font-size:90%;white-space:pre;overflow-x:auto;margin:0"
