@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ("README.md", "docs/INSTRUCTOR_GUIDE.md", "docs/MECHANICS.md")
+DOCUMENTS = ("README.md", "docs/INSTRUCTOR_GUIDE.md", "docs/MECHANICS.md", "docs/VLLM_MAP.md")
 _KEY = r"[a-z][a-z0-9-]*:[a-z0-9][a-z0-9-]*"
 _BEGIN = re.compile(r"<!-- (" + _KEY + r") -->")
 

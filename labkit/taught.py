@@ -399,6 +399,7 @@ def all_renderers() -> dict[str, Callable[[], str]]:
     marker mechanics that they use.)
     """
     from labkit.hub import record as hub_record
+    from labkit.upstream import record as upstream_record
     from labkit.workshop import agenda
 
-    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap)}
+    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap), **upstream_record.renderers()}
