@@ -190,7 +190,8 @@ def _write_record(args, extra: list[str], rows: list[dict]) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", default="1,4,8", help="comma-separated room sizes (default 1,4,8)")
-    parser.add_argument("--record", action="store_true", help="write the record (labkit/data/hub/cpu.json or h200.json)")
+    parser.add_argument("--record", action="store_true",
+                        help="write the record (labkit/data/hub/cpu.json or h200.json)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
     parser.add_argument("--merge", action="store_true",

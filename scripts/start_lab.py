@@ -63,6 +63,10 @@ NOTIFICATION_PLUGIN = "@jupyterlab/apputils-extension:notification"
 LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False}}
 # And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
 NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+# A browser that drops a kernel's websocket during its handshake (a reload) would leave a traceback
+# and a 500 in the server's log (jupyter-server#1265): labkit.lab_server closes it quietly.
+QUIET_SOCKETS_EXTENSION = "labkit.lab_server"
+QUIET_SOCKETS_FLAG = f"--ServerApp.jpserver_extensions={{'{QUIET_SOCKETS_EXTENSION}': True}}"
 
 
 def lab_settings_dir() -> Path:
@@ -134,7 +138,8 @@ def lab_command(ip: str, port: int, token: str, *, as_root: bool, open_browser: 
     `root` and opening `first` (a path under it)."""
     cmd = [sys.executable, "-m", "jupyter", "lab",
            f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *NO_NEWS_FLAGS, *trust_flags()]
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *NO_NEWS_FLAGS, *trust_flags(),
+           QUIET_SOCKETS_FLAG]
     if as_root:
         cmd.append("--allow-root")  # JupyterLab refuses root without it ("Running as root is not recommended")
     if not open_browser:
@@ -411,7 +416,8 @@ def write_server_config(edition: str, config_dir: Path | None = None) -> Path:
     root, first, notebooks = open_edition(check_edition(edition))
     trust_notebooks(notebooks)
     notary = dict(arg[2:].split("=", 1) for arg in trust_flags())
-    config = {"ServerApp": {"root_dir": str(root), "default_url": f"/lab/tree/{first}"},
+    config = {"ServerApp": {"root_dir": str(root), "default_url": f"/lab/tree/{first}",
+                            "jpserver_extensions": {QUIET_SOCKETS_EXTENSION: True}},
               "NotebookNotary": {key.split(".", 1)[1]: value for key, value in notary.items()}}
     path = (config_dir or server_config_dir()) / "labkit-edition.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from labkit import lab_server
 from labkit.hub import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -46,8 +47,9 @@ c.Spawner.environment = {**_spec["learner_env"], **_limits.env()}
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
 # Kernels talk to their server over unix sockets in the learner's own runtime folder (mode 0700),
-# not over loopback TCP ports that any user of the box could connect to.
-c.Spawner.args = ["--KernelManager.transport=ipc"]
+# not over loopback TCP ports that any user of the box could connect to. labkit.lab_server: a socket
+# a browser drops during its handshake leaves no traceback in the learner's log.
+c.Spawner.args = ["--KernelManager.transport=ipc", lab_server.CLI_FLAG]
 if _spec.get("lab", True):
     c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 
