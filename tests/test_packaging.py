@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from checkout import checkout_files
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -38,18 +39,9 @@ def _pins() -> dict[str, str]:
 
 
 def _tracked_text_files() -> list[Path]:
-    """The repository's files as a clone has them (git's list; the tree without build outputs if no git)."""
-    try:
-        names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-        paths = [ROOT / n for n in names.decode().split("\0") if n]
-    except (OSError, subprocess.CalledProcessError):
-        skip = {".git", ".venv", "build", "student", "screenshots", ".pytest_cache"}
-        paths = [p for p in ROOT.rglob("*") if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
-    texts = []
-    for path in paths:
-        if path.is_file() and b"\0" not in path.read_bytes()[:4096]:
-            texts.append(path)
-    return texts
+    """The repository's text files as a clone has them (tests/checkout.py: git's list, or the tree
+    without build outputs where there is no git of this tree)."""
+    return [ROOT / name for name in checkout_files() if b"\0" not in (ROOT / name).read_bytes()[:4096]]
 
 
 # -- dependencies -------------------------------------------------------------------------------

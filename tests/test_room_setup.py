@@ -33,6 +33,7 @@ from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from checkout import checkout_files, git
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -186,8 +187,8 @@ def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
     assert '--make-wheelhouse "wheelhouse"' in _make_dry_run("wheelhouse")
     told = _make_dry_run("wheelhouse", "WHEELHOUSE=/tmp/wh", "TORCH=cuda")
     assert '--make-wheelhouse "/tmp/wh" --torch "cuda"' in told
-    if shutil.which("git") and (ROOT / ".git").exists():
-        assert subprocess.run(["git", "check-ignore", "-q", "wheelhouse/torch.whl"], cwd=ROOT).returncode == 0
+    ignored = git("check-ignore", "-q", "wheelhouse/torch.whl")  # None: no git checkout to ask
+    assert ignored is None or ignored.returncode == 0
 
 
 def test_the_room_stage_builds_a_fresh_wheelhouse_and_runs_this_file_in_one_process():
@@ -393,14 +394,7 @@ def _tail(done: subprocess.CompletedProcess, n: int = 40) -> str:
 
 def _checkout_files() -> list[str]:
     """The files a commit of this working tree would hold (tracked, and new ones git does not ignore)."""
-    try:
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
-        return [name for name in out.decode().split("\0") if name and (ROOT / name).is_file()]
-    except (OSError, subprocess.CalledProcessError):
-        skip = {".git", ".venv", "build", "wheelhouse", "student", "screenshots", ".pytest_cache", "__pycache__"}
-        return [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*")
-                if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+    return checkout_files(untracked=True)
 
 
 @pytest.fixture(scope="module")
