@@ -109,6 +109,24 @@ def test_a_machine_without_cuda_says_so_before_how_the_kernels_were_defined(monk
     assert backends.why_unavailable("triton", kernels_interpreted=False) is None
 
 
+@pytest.mark.parametrize("chosen,in_kernels", [("triton", "interpreter"), ("torch", "torch"),
+                                               ("interpreter", "interpreter"), (None, None)])
+def test_notebook_kernels_under_nbval_see_no_gpu_and_a_backend_that_runs_without_one(monkeypatch, chosen, in_kernels):
+    # Issue 30 point 5: LABKIT_BACKEND=triton on a GPU box failed every notebook cell under nbval,
+    # whose kernels do not see the GPU. notebooks/conftest.py sets what those kernels inherit.
+    import runpy
+    from pathlib import Path
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # monkeypatch puts both back afterwards
+    if chosen is None:
+        monkeypatch.delenv("LABKIT_BACKEND", raising=False)
+    else:
+        monkeypatch.setenv("LABKIT_BACKEND", chosen)
+    runpy.run_path(str(Path(__file__).resolve().parents[1] / "notebooks" / "conftest.py"))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    assert os.environ.get("LABKIT_BACKEND") == in_kernels
+
+
 def test_set_backend_switches_to_torch_and_back():
     before = labkit.backend()
     try:
