@@ -35,6 +35,15 @@ ROOM_WHEELHOUSE := build/room-wheelhouse
 # models on one thread), so on 2 cores two workers take the unit stage from about 230 s to 145 s.
 # `make test JOBS=1` runs everything in one process, in file order.
 JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)))")
+# Every value above that a user may set (and LABKIT_BACKEND) is checked before anything runs: a bad one
+# stops make with one line that names it and the choices, exit status 2 (scripts/check_make_vars.py).
+ifneq ($(MAKECMDGOALS),clean)
+MAKE_VARS_ERROR := $(shell $(PYTHON) scripts/check_make_vars.py 'LABKIT_BACKEND=$(LABKIT_BACKEND)' \
+	'JOBS=$(JOBS)' 'TORCH=$(TORCH)' 'WHEELHOUSE=$(WHEELHOUSE)' --goals '$(MAKECMDGOALS)')
+ifneq ($(MAKE_VARS_ERROR),)
+$(error $(MAKE_VARS_ERROR))
+endif
+endif
 # worksteal: a worker that runs out takes tests queued on the other (a few tests take 10-30 s).
 # Notebooks go whole to one worker (loadscope: a notebook's cells share one kernel, in order).
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)

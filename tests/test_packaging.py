@@ -181,6 +181,56 @@ def test_triton_next_is_installed_only_when_missing():
     assert re.search(r"^TRITON_NEXT_DIR := .*\$\(TRITON_NEXT\)", MAKEFILE, re.M)
 
 
+# -- a bad value of a make variable: one line, exit 2, before anything runs -------------------------
+
+def _make(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LABKIT_BACKEND", "JOBS", "TORCH", "WHEELHOUSE", "MAKEFLAGS", "MAKELEVEL")}
+    env.update(env_extra or {})
+    return subprocess.run(["make", "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("goal,setting,named,choices,how", [
+    ("repro", "LABKIT_BACKEND=cuda", "LABKIT_BACKEND='cuda'", "triton, interpreter, torch", "environment"),
+    ("repro", "LABKIT_BACKEND=cuda", "LABKIT_BACKEND='cuda'", "triton, interpreter, torch", "argument"),
+    ("test", "JOBS=two", "JOBS='two'", "a whole number from 1", "argument"),
+    ("test-unit", "JOBS=0", "JOBS='0'", "a whole number from 1", "environment"),
+    ("lab", "TORCH=rocm", "TORCH='rocm'", "cpu, cuda", "argument"),
+    ("lab", "WHEELHOUSE=/nowhere/wheels", "WHEELHOUSE='/nowhere/wheels'", "make wheelhouse", "argument"),
+])
+def test_a_bad_make_variable_is_one_line_that_names_it_and_the_choices_exit_2(goal, setting, named, choices, how):
+    name, value = setting.split("=", 1)
+    out = _make(goal, setting) if how == "argument" else _make(goal, env_extra={name: value})
+    assert out.returncode == 2 and not out.stdout, out.stdout  # nothing ran, not even in a dry run
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert named in lines[0] and choices in lines[0], lines[0]
+
+
+def test_good_make_variables_pass_the_check_and_clean_needs_none(tmp_path):
+    (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")
+    for args in (["repro", "LABKIT_BACKEND=Torch", "JOBS=3", "TORCH=cuda", f"WHEELHOUSE={tmp_path}"],
+                 ["repro", "LABKIT_BACKEND= interpreter"],
+                 ["wheelhouse", f"WHEELHOUSE={tmp_path / 'to-be-filled'}"],  # there it is where wheels go
+                 ["clean", "LABKIT_BACKEND=cuda", "JOBS=x"]):
+        out = _make(*args)
+        assert out.returncode == 0, (args, out.stderr)
+
+
+def test_the_make_check_knows_the_kits_backends_and_the_set_ups_torch_builds():
+    import labkit.backends
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_make_vars
+        import start_lab
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert check_make_vars.backends() == labkit.backends.BACKENDS
+    assert all(check_make_vars.backend_problem(b) is None for b in labkit.backends.BACKENDS)
+    assert all(start_lab.torch_problem(t) is None for t in start_lab.TORCH_CHOICES)
+
+
 # -- scripts/timed: stage times and the browser stage's skip ---------------------------------------
 
 TIMED = ROOT / "scripts" / "timed"

@@ -108,8 +108,18 @@ def test_cuda_and_other_platforms_use_pips_own_configuration():
     for torch, platform in (("cuda", "linux"), ("cpu", "darwin"), ("cpu", "win32")):
         assert lab.pip_source_args(torch, platform=platform, installed=_never, available=_never,
                                    unreachable=_never) == []
-    with pytest.raises(SystemExit, match="TORCH=rocm"):
+    with pytest.raises(SystemExit, match="TORCH='rocm'"):
         lab.pip_source_args("rocm", platform="linux")
+
+
+def test_a_bad_torch_or_wheelhouse_is_one_line_and_exit_2_from_the_pip_source_question(tmp_path, capsys):
+    for args, named in ((["--torch", "rocm"], "TORCH='rocm'"), (["--wheelhouse", str(tmp_path)], "no wheels there"),
+                        (["--wheelhouse", str(tmp_path / "nowhere")], "no such folder")):
+        assert lab.main(["--pip-source", *args]) == 2
+        out = capsys.readouterr()
+        assert not out.out and len(out.err.strip().splitlines()) == 1, out.err
+        assert out.err.startswith("start_lab.py --pip-source: error: ") and named in out.err
+        assert "choose" in out.err
 
 
 def test_a_wheelhouse_means_no_index_at_all(tmp_path):
@@ -174,9 +184,10 @@ def test_reachability_of_an_index_is_told_apart(tmp_path):
     assert time.monotonic() - started < 5
 
 
-def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands():
-    recipe = _make_dry_run("-W", "pyproject.toml", ".venv/.installed", "TORCH=cuda", "WHEELHOUSE=/media/usb/wh")
-    assert '--pip-source --torch "cuda" --wheelhouse "/media/usb/wh"' in recipe
+def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands(tmp_path):
+    (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")  # make checks WHEELHOUSE holds wheels first
+    recipe = _make_dry_run("-W", "pyproject.toml", ".venv/.installed", "TORCH=cuda", f"WHEELHOUSE={tmp_path}")
+    assert f'--pip-source --torch "cuda" --wheelhouse "{tmp_path}"' in recipe
     pip_lines = [line for line in recipe.splitlines() if " -m pip " in line and " install " in line]
     assert len(pip_lines) == 2 and all("$src" in line for line in pip_lines), pip_lines
     default = _make_dry_run("-W", "pyproject.toml", ".venv/.installed")
