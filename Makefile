@@ -151,7 +151,8 @@ student: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m labkit figures
 
-# Wall times against the CPU targets (repro < 10 s, each notebook < 60 s, make test < 10 min):
+# Wall times against the CPU targets (repro < 10 s, each notebook < 60 s, make test < 6 min without
+# its set-up):
 # printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone.
 bench-cpu: $(STAMP)
 	$(BIN)/python scripts/bench_cpu.py $(ARGS)
