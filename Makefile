@@ -49,7 +49,7 @@ endif
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: lab test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
+.PHONY: lab test lint test-unit test-unit-backend test-notebooks test-room test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
 # Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
@@ -83,7 +83,7 @@ lab: $(STAMP)
 	$(BIN)/python scripts/start_lab.py $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line sums them up.
-test: test-clock lint test-unit test-notebooks test-room test-triton-next test-browser
+test: test-clock lint test-unit test-unit-backend test-notebooks test-room test-triton-next test-browser
 	@$(TIMED) --summary
 
 test-clock:
@@ -95,6 +95,21 @@ lint: $(STAMP)
 
 test-unit: $(STAMP)
 	@$(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser
+
+# The tests of the backend choice again, with LABKIT_BACKEND set (the unit stage runs with it unset).
+# On a CPU, LABKIT_BACKEND=interpreter makes labkit pick at import what it picks unset, so the rest of
+# the unit stage would run the same code again; what differs is the code that reads the variable
+# itself (labkit/backends.py's import-time check, `python -m labkit`'s auto and re-run rules), and
+# these two files test it. Without Triton (macOS) there is no other value to pick: the stage says so.
+BACKEND_CHOICE_TESTS := tests/test_backends.py tests/test_cli.py
+ifeq ($(shell uname -s),Linux)
+test-unit-backend: $(STAMP)
+	@LABKIT_BACKEND=interpreter $(TIMED) unit-interpreter $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+		$(BACKEND_CHOICE_TESTS)
+else
+test-unit-backend:
+	@echo "== stage unit-interpreter: skipped, LABKIT_BACKEND=interpreter needs Triton, published for Linux only"
+endif
 
 # The checkers keep each checked answer (labkit/workshop/answers.py): under test they go to build/,
 # not into notebooks/my_answers/ beside the sources.

@@ -148,7 +148,17 @@ def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
 def test_make_test_runs_the_linter_first_and_every_stage():
     (prereqs,) = re.findall(r"^test:([^\n]*)", MAKEFILE, re.M)
     stages = [s for s in prereqs.split() if s != "test-clock"]
-    assert stages == ["lint", "test-unit", "test-notebooks", "test-room", "test-triton-next", "test-browser"]
+    assert stages == ["lint", "test-unit", "test-unit-backend", "test-notebooks", "test-room", "test-triton-next",
+                      "test-browser"]
+
+
+def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too():
+    # Issue 30 point 5: the unit stage runs with LABKIT_BACKEND unset; these run again with it set.
+    recipe = _make_dry_run("test-unit-backend")
+    if sys.platform.startswith("linux"):
+        assert "LABKIT_BACKEND=interpreter" in recipe and "tests/test_backends.py tests/test_cli.py" in recipe
+    else:
+        assert "skipped" in recipe
 
 
 def test_readme_make_targets_exist():
