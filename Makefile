@@ -32,8 +32,9 @@ PIP_SOURCE := $(BIN)/python scripts/start_lab.py --pip-source --torch "$(TORCH)"
 ROOM_WHEELHOUSE := build/room-wheelhouse
 # Test processes per pytest stage (pytest-xdist): the CPUs this process may use, at most 4. Most
 # tests and notebooks spend their time in one Python thread (the Triton interpreter, the toy
-# models on one thread), so on 2 cores two workers take the unit stage from about 230 s to 145 s.
-# `make test JOBS=1` runs everything in one process, in file order.
+# models on one thread), so a worker per core runs the stage nearly that many times faster
+# (README's make-test block has the measured stages). `make test JOBS=1` runs everything in one
+# process, in file order.
 JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)))")
 # Every value above that a user may set (and LABKIT_BACKEND) is checked before anything runs: a bad one
 # stops make with one line that names it and the choices, exit status 2 (scripts/check_make_vars.py).
@@ -44,7 +45,8 @@ ifneq ($(MAKE_VARS_ERROR),)
 $(error $(MAKE_VARS_ERROR))
 endif
 endif
-# worksteal: a worker that runs out takes tests queued on the other (a few tests take 10-30 s).
+# worksteal: a worker that runs out takes tests queued on the other (a few tests take far longer
+# than the rest).
 # Notebooks go whole to one worker (loadscope: a notebook's cells share one kernel, in order).
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
@@ -52,8 +54,8 @@ XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadsc
 .PHONY: lab test lint test-unit test-unit-backend test-notebooks test-room test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
-# Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
-# 40 s of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
+# Bytecode is compiled after the install, on every core (pip compiles file by file on one, a large
+# part of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
 # (templates, py2 leftovers in some wheels); without .pyc files every process that imports torch
 # would take seconds longer where PYTHONDONTWRITEBYTECODE is set.
 $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
@@ -135,12 +137,13 @@ $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
 		PYTHONPATH=$(TRITON_NEXT_DIR) $(BIN)/python -c "import triton; assert triton.__version__ == \"$(TRITON_NEXT)\", triton.__version__"'
 	@touch $@
 
-# Kernel tests again under the newest Triton's interpreter, in one process (20 s: two workers
-# would spend more on starting than they save). Triton ships for Linux only: elsewhere
-# (macOS) the kernels run on the torch backend and this stage says so.
+# Kernel tests again under the newest Triton's interpreter, in JOBS workers as the unit stage (the
+# interpreter runs on one thread, and a few of these tests outweigh the workers' start). Triton
+# ships for Linux only: elsewhere (macOS) the kernels run on the torch backend and this stage says so.
 ifeq ($(shell uname -s),Linux)
 test-triton-next: $(TRITON_NEXT_DIR)/.installed
-	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q -p no:xdist tests/test_kernels.py
+	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+		tests/test_kernels.py
 else
 test-triton-next:
 	@echo "== stage triton-$(TRITON_NEXT): skipped, Triton is published for Linux only"
@@ -148,7 +151,7 @@ endif
 
 # Every notebook in JupyterLab, in Debian's Chromium (apt-get install -y chromium; never
 # `playwright install`). This stage checks the lab itself -- every notebook runs in JupyterLab,
-# the widgets answer -- so its kernels use the torch backend (about 80 s less on 2 cores); the
+# the widgets answer -- so its kernels use the torch backend (far faster than the interpreter); the
 # Triton source is exercised by the unit, notebook and Triton 3.9 stages before it. JOBS notebooks
 # run side by side, each in its own tab and kernel.
 test-browser: $(STAMP)
@@ -173,7 +176,9 @@ bench-cpu: $(STAMP)
 	$(BIN)/python scripts/bench_cpu.py $(ARGS)
 
 # Each part of the fix broken on purpose in a copy of the tree; every mutant must fail a behavioural
-# test (scripts/mutation_check.py lists them). About 3-4 minutes on 2 cores; not part of `make test`.
+# test (scripts/mutation_check.py lists them). Slow (a copy of the tree and its kernel or host tests
+# per mutant), so not part of `make test`, whose unit stage checks that every mutant still applies
+# (tests/test_mutants.py).
 mutants: $(STAMP)
 	$(BIN)/python scripts/mutation_check.py $(ARGS)
 
