@@ -17,16 +17,16 @@ BUILD_OUTPUTS = {".git", ".venv", "build", "wheelhouse", "student", "screenshots
                  ".ruff_cache", ".ipynb_checkpoints", "my_answers"}
 
 
-def git(*args: str) -> subprocess.CompletedProcess | None:
-    """`git args` run in ROOT, or None where ROOT is not the top of a git checkout (no git, no .git, or
+def git(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess | None:
+    """`git args` run in `root`, or None where it is not the top of a git checkout (no git, no .git, or
     a tree inside another repository)."""
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=ROOT, capture_output=True, text=True)
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True)
     except OSError:
         return None
-    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != ROOT.resolve():
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
         return None
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
 def no_git_reason() -> str:
@@ -34,12 +34,12 @@ def no_git_reason() -> str:
             "to check against")
 
 
-def checkout_files(*, untracked: bool = False) -> list[str]:
-    """The checkout's files, relative to ROOT: git's tracked files (with `untracked`, also the new ones
+def checkout_files(*, untracked: bool = False, root: Path = ROOT) -> list[str]:
+    """The checkout's files, relative to `root`: git's tracked files (with `untracked`, also the new ones
     git does not ignore), or, without git, every file outside the build outputs."""
     args = ["ls-files", "-z", "--cached"] + (["--others", "--exclude-standard"] if untracked else [])
-    listed = git(*args)
+    listed = git(*args, root=root)
     if listed is not None and listed.returncode == 0:
-        return [name for name in listed.stdout.split("\0") if name and (ROOT / name).is_file()]
-    return sorted(p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*")
-                  if p.is_file() and not BUILD_OUTPUTS & set(p.relative_to(ROOT).parts))
+        return [name for name in listed.stdout.split("\0") if name and (root / name).is_file()]
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if p.is_file() and not BUILD_OUTPUTS & set(p.relative_to(root).parts))

@@ -85,6 +85,22 @@ def test_the_version_is_written_once_in_labkit_init():
     assert writers == ["labkit/__init__.py"], f"the version is written in {writers}"
 
 
+def test_a_tree_without_its_own_git_is_walked_even_inside_another_repository(tmp_path):
+    # A release tarball unpacked in a folder kept in git: asking git there listed nothing, and the
+    # version test found no file that writes the version.
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("git is not installed: the walk is all there is")
+    outer = tmp_path / "home"
+    tree = outer / "labkit-0.1.0"
+    (tree / "labkit").mkdir(parents=True)
+    (tree / "labkit" / "__init__.py").write_text('__version__ = "0.1.0"\n')
+    (tree / "build").mkdir()
+    (tree / "build" / "left-over.txt").write_text("x")
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    assert checkout_files(root=tree) == ["labkit/__init__.py"]
+    assert checkout_files(root=ROOT), "this checkout lists its files"
+
+
 def test_the_installed_metadata_carries_the_one_version():
     # The package is installed (editable) by `make`; its metadata was built from labkit.__version__.
     assert importlib.metadata.version("labkit") == labkit.__version__
