@@ -51,7 +51,7 @@ endif
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: lab test lint test-unit test-unit-backend test-notebooks test-room test-triton-next test-browser test-clock \
+.PHONY: lab test lint test-unit test-unit-backend test-every-backend test-notebooks test-room test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
 # Bytecode is compiled after the install, on every core (pip compiles file by file on one, a large
@@ -112,6 +112,19 @@ else
 test-unit-backend:
 	@echo "== stage unit-interpreter: skipped, LABKIT_BACKEND=interpreter needs Triton, published for Linux only"
 endif
+
+# The unit and notebook stages under every value of LABKIT_BACKEND this machine can run, one after
+# another: unset, torch, interpreter where Triton is installed, triton where there is also a CUDA GPU
+# (the GPU box). Not part of `make test`, which runs the backend choice's tests with one value set.
+test-every-backend: $(STAMP)
+	@for b in unset $$($(BIN)/python -c "import importlib.util as u, torch; t = u.find_spec('triton') is not None; \
+			print('torch', 'interpreter' * t, 'triton' * (t and torch.cuda.is_available()))"); do \
+		echo "== LABKIT_BACKEND=$$b: the unit stage, then the notebooks"; \
+		if [ "$$b" = unset ]; then set -- env -u LABKIT_BACKEND; else set -- env LABKIT_BACKEND=$$b; fi; \
+		"$$@" $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser || exit 1; \
+		LABKIT_ANSWERS=$(CURDIR)/build/nbval-answers "$$@" $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) \
+			--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks || exit 1; \
+	done
 
 # The checkers keep each checked answer (labkit/workshop/answers.py): under test they go to build/,
 # not into notebooks/my_answers/ beside the sources.

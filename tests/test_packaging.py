@@ -175,6 +175,10 @@ def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too()
         assert "LABKIT_BACKEND=interpreter" in recipe and "tests/test_backends.py tests/test_cli.py" in recipe
     else:
         assert "skipped" in recipe
+    # And the whole of the unit and notebook stages under each value, on demand (the GPU box adds triton).
+    every = _make_dry_run("test-every-backend")
+    assert all(word in every for word in ("unset", "'torch'", "'interpreter'", "'triton'", "cuda.is_available()",
+                                          "env -u LABKIT_BACKEND", "tests --ignore=tests/browser", "notebooks"))
 
 
 def test_the_makefiles_comments_state_no_timings_of_their_own():
