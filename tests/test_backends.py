@@ -109,11 +109,13 @@ def test_a_machine_without_cuda_says_so_before_how_the_kernels_were_defined(monk
     assert backends.why_unavailable("triton", kernels_interpreted=False) is None
 
 
-@pytest.mark.parametrize("chosen,in_kernels", [("triton", "interpreter"), ("torch", "torch"),
-                                               ("interpreter", "interpreter"), (None, None)])
-def test_notebook_kernels_under_nbval_see_no_gpu_and_a_backend_that_runs_without_one(monkeypatch, chosen, in_kernels):
+@pytest.mark.parametrize("chosen,in_kernels", [("triton", None), ("torch", None), ("Interpreter", None),
+                                               (None, None), ("cuda", "cuda")])
+def test_notebook_kernels_under_nbval_see_no_gpu_and_run_the_cpus_default_backend(monkeypatch, chosen, in_kernels):
     # Issue 30 point 5: LABKIT_BACKEND=triton on a GPU box failed every notebook cell under nbval,
-    # whose kernels do not see the GPU. notebooks/conftest.py sets what those kernels inherit.
+    # whose kernels do not see the GPU, and under torch notebook 06's checked comparison of the Triton
+    # kernels with torch had nothing to compare. notebooks/conftest.py sets what those kernels inherit:
+    # the CPU's default, which the committed outputs come from; a bad value is left to fail the import.
     import runpy
     from pathlib import Path
 
