@@ -32,19 +32,31 @@ PIP_SOURCE := $(BIN)/python scripts/start_lab.py --pip-source --torch "$(TORCH)"
 ROOM_WHEELHOUSE := build/room-wheelhouse
 # Test processes per pytest stage (pytest-xdist): the CPUs this process may use, at most 4. Most
 # tests and notebooks spend their time in one Python thread (the Triton interpreter, the toy
-# models on one thread), so on 2 cores two workers take the unit stage from about 230 s to 145 s.
-# `make test JOBS=1` runs everything in one process, in file order.
+# models on one thread), so a worker per core runs the stage nearly that many times faster
+# (README's make-test block has the measured stages). `make test JOBS=1` runs everything in one
+# process, in file order.
 JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)))")
-# worksteal: a worker that runs out takes tests queued on the other (a few tests take 10-30 s).
+# Every value above that a user may set (and LABKIT_BACKEND) is checked before anything runs: a bad one
+# stops make with one line that names it and the choices, exit status 2 (scripts/check_make_vars.py).
+ifneq ($(MAKECMDGOALS),clean)
+MAKE_VARS_ERROR := $(shell $(PYTHON) scripts/check_make_vars.py 'LABKIT_BACKEND=$(LABKIT_BACKEND)' \
+	'JOBS=$(JOBS)' 'TORCH=$(TORCH)' 'WHEELHOUSE=$(WHEELHOUSE)' --goals '$(MAKECMDGOALS)')
+ifneq ($(MAKE_VARS_ERROR),)
+$(error $(MAKE_VARS_ERROR))
+endif
+endif
+# worksteal: a worker that runs out takes tests queued on the other (a few tests take far longer
+# than the rest).
 # Notebooks go whole to one worker (loadscope: a notebook's cells share one kernel, in order).
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: hub lab lab-check test lint test-unit test-notebooks test-room test-triton-next test-browser test-clock \
+.PHONY: hub lab lab-check test lint test-unit test-unit-backend test-every-backend test-notebooks test-room \
+	test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
-# Bytecode is compiled after the install, on every core (pip compiles file by file on one: about
-# 40 s of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
+# Bytecode is compiled after the install, on every core (pip compiles file by file on one, a large
+# part of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
 # (templates, py2 leftovers in some wheels); without .pyc files every process that imports torch
 # would take seconds longer where PYTHONDONTWRITEBYTECODE is set.
 $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
@@ -82,7 +94,7 @@ lab-check:
 	@$(PYTHON) scripts/start_lab.py --check-only --edition "$(EDITION)" $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line sums them up.
-test: test-clock lint test-unit test-notebooks test-room test-triton-next test-browser
+test: test-clock lint test-unit test-unit-backend test-notebooks test-room test-triton-next test-browser
 	@$(TIMED) --summary
 
 test-clock:
@@ -94,6 +106,34 @@ lint: $(STAMP)
 
 test-unit: $(STAMP)
 	@$(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser
+
+# The tests of the backend choice again, with LABKIT_BACKEND set (the unit stage runs with it unset).
+# On a CPU, LABKIT_BACKEND=interpreter makes labkit pick at import what it picks unset, so the rest of
+# the unit stage would run the same code again; what differs is the code that reads the variable
+# itself (labkit/backends.py's import-time check, `python -m labkit`'s auto and re-run rules), and
+# these two files test it. Without Triton (macOS) there is no other value to pick: the stage says so.
+BACKEND_CHOICE_TESTS := tests/test_backends.py tests/test_cli.py
+ifeq ($(shell uname -s),Linux)
+test-unit-backend: $(STAMP)
+	@LABKIT_BACKEND=interpreter $(TIMED) unit-interpreter $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+		$(BACKEND_CHOICE_TESTS)
+else
+test-unit-backend:
+	@echo "== stage unit-interpreter: skipped, LABKIT_BACKEND=interpreter needs Triton, published for Linux only"
+endif
+
+# The unit and notebook stages under every value of LABKIT_BACKEND this machine can run, one after
+# another: unset, torch, interpreter where Triton is installed, triton where there is also a CUDA GPU
+# (the GPU box). Not part of `make test`, which runs the backend choice's tests with one value set.
+test-every-backend: $(STAMP)
+	@for b in unset $$($(BIN)/python -c "import importlib.util as u, torch; t = u.find_spec('triton') is not None; \
+			print('torch', 'interpreter' * t, 'triton' * (t and torch.cuda.is_available()))"); do \
+		echo "== LABKIT_BACKEND=$$b: the unit stage, then the notebooks"; \
+		if [ "$$b" = unset ]; then set -- env -u LABKIT_BACKEND; else set -- env LABKIT_BACKEND=$$b; fi; \
+		"$$@" $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser || exit 1; \
+		LABKIT_ANSWERS=$(CURDIR)/build/nbval-answers "$$@" $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) \
+			--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks || exit 1; \
+	done
 
 # The checkers keep each checked answer (labkit/workshop/answers.py): under test they go to build/,
 # not into notebooks/my_answers/ beside the sources.
@@ -119,12 +159,13 @@ $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
 		PYTHONPATH=$(TRITON_NEXT_DIR) $(BIN)/python -c "import triton; assert triton.__version__ == \"$(TRITON_NEXT)\", triton.__version__"'
 	@touch $@
 
-# Kernel tests again under the newest Triton's interpreter, in one process (20 s: two workers
-# would spend more on starting than they save). Triton ships for Linux only: elsewhere
-# (macOS) the kernels run on the torch backend and this stage says so.
+# Kernel tests again under the newest Triton's interpreter, in JOBS workers as the unit stage (the
+# interpreter runs on one thread, and a few of these tests outweigh the workers' start). Triton
+# ships for Linux only: elsewhere (macOS) the kernels run on the torch backend and this stage says so.
 ifeq ($(shell uname -s),Linux)
 test-triton-next: $(TRITON_NEXT_DIR)/.installed
-	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q -p no:xdist tests/test_kernels.py
+	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+		tests/test_kernels.py
 else
 test-triton-next:
 	@echo "== stage triton-$(TRITON_NEXT): skipped, Triton is published for Linux only"
@@ -132,7 +173,7 @@ endif
 
 # Every notebook in JupyterLab, in Debian's Chromium (apt-get install -y chromium; never
 # `playwright install`). This stage checks the lab itself -- every notebook runs in JupyterLab,
-# the widgets answer -- so its kernels use the torch backend (about 80 s less on 2 cores); the
+# the widgets answer -- so its kernels use the torch backend (far faster than the interpreter); the
 # Triton source is exercised by the unit, notebook and Triton 3.9 stages before it. JOBS notebooks
 # run side by side, each in its own tab and kernel.
 test-browser: $(STAMP)
@@ -161,13 +202,16 @@ student: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m labkit figures
 
-# Wall times against the CPU targets (repro < 10 s, each notebook < 60 s, make test < 10 min):
+# Wall times against the CPU targets (repro < 10 s, each notebook < 60 s, make test < 6 min without
+# its set-up):
 # printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone.
 bench-cpu: $(STAMP)
 	$(BIN)/python scripts/bench_cpu.py $(ARGS)
 
 # Each part of the fix broken on purpose in a copy of the tree; every mutant must fail a behavioural
-# test (scripts/mutation_check.py lists them). About 3-4 minutes on 2 cores; not part of `make test`.
+# test (scripts/mutation_check.py lists them). Slow (a copy of the tree and its kernel or host tests
+# per mutant), so not part of `make test`, whose unit stage checks that every mutant still applies
+# (tests/test_mutants.py).
 mutants: $(STAMP)
 	$(BIN)/python scripts/mutation_check.py $(ARGS)
 

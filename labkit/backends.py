@@ -26,7 +26,7 @@ import sys
 import torch
 
 from labkit import room_limits
-from labkit.errors import LabkitInputError
+from labkit.errors import EnvironmentValueError, LabkitInputError
 
 BACKENDS = ("triton", "interpreter", "torch")
 
@@ -54,6 +54,11 @@ def why_unavailable(name: str, *, kernels_interpreted=_AS_IMPORTED) -> str | Non
         kernels_interpreted = KERNELS_INTERPRETED
     if name == "torch":
         return None
+    # What the machine lacks comes first: that is the answer on every process of this machine.
+    if name == "triton" and not (HAS_TRITON and HAS_CUDA):
+        return ("backend 'triton' compiles the kernels for a CUDA GPU: it needs both Triton and a CUDA device, "
+                f"and this machine has {'no CUDA device' if HAS_TRITON else 'no Triton'}; "
+                "'interpreter' runs the same Triton source on the CPU, 'torch' the kernels' torch references")
     if name == "interpreter" and not HAS_TRITON:
         return ("backend 'interpreter' runs the Triton kernels, and Triton is not installed here (it installs on "
                 "Linux); 'torch' runs the kernels' torch references")
@@ -63,23 +68,22 @@ def why_unavailable(name: str, *, kernels_interpreted=_AS_IMPORTED) -> str | Non
     if name == "triton" and kernels_interpreted:
         return ("the Triton kernels were defined for the interpreter when labkit was imported, so compiled "
                 "kernels are not available in this process; use 'interpreter' or 'torch' here")
-    if name == "triton" and not (HAS_TRITON and HAS_CUDA):
-        return ("backend 'triton' compiles the kernels for a CUDA GPU: it needs both Triton and a CUDA device, "
-                f"and this machine has {'no CUDA device' if HAS_TRITON else 'no Triton'}; "
-                "'interpreter' runs the same Triton source on the CPU, 'torch' the kernels' torch references")
     return None
 
 
 def _choose_at_import() -> str:
-    requested = os.environ.get("LABKIT_BACKEND", "").strip().lower()
+    # One line each (EnvironmentValueError): `python -m labkit` prints it as its error (labkit/__init__.py),
+    # a notebook shows it as the import's error.
+    raw = os.environ.get("LABKIT_BACKEND", "")
+    requested = raw.strip().lower()
     if requested and requested not in BACKENDS:
-        raise ValueError(
-            f"LABKIT_BACKEND={requested!r} is not a backend; choose one of {', '.join(BACKENDS)}"
-        )
+        raise EnvironmentValueError(
+            f"LABKIT_BACKEND={raw!r} is not a backend; choose one of {', '.join(BACKENDS)}, or unset it to let "
+            "labkit choose")
     if requested:
         reason = why_unavailable(requested, kernels_interpreted=None)  # the kernels are not defined yet
         if reason:
-            raise RuntimeError(f"LABKIT_BACKEND={requested}: {reason}")
+            raise EnvironmentValueError(f"LABKIT_BACKEND={requested}: {reason}")
         return requested
     if not HAS_TRITON:
         return "torch"
@@ -91,7 +95,8 @@ if _IMPORT_BACKEND == "interpreter":
     # Must happen before any @triton.jit runs (see the module docstring).
     os.environ["TRITON_INTERPRET"] = "1"
 elif _IMPORT_BACKEND == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
-    raise RuntimeError("TRITON_INTERPRET=1 is set but LABKIT_BACKEND=triton asks for compiled kernels")
+    raise EnvironmentValueError("TRITON_INTERPRET=1 is set but LABKIT_BACKEND=triton asks for compiled kernels; "
+                                "unset one of them (LABKIT_BACKEND=interpreter runs the kernels interpreted)")
 
 if HAS_TRITON:
     # Now that the mode is fixed, make sure Triton really imports (a broken or foreign install

@@ -13,6 +13,11 @@ class LabkitInputError(ValueError):
     """A caller passed something the kit cannot run correctly."""
 
 
+class EnvironmentValueError(LabkitInputError):
+    """An environment variable holds a value the kit cannot use (LABKIT_BACKEND: not a backend, or one
+    this machine cannot run). Its message is one line that names the variable, the value and the choices."""
+
+
 class PaddedSlotOutOfBoundsError(RuntimeError):
     """A kernel without the `slot >= 0` mask was about to run on a row whose slot is -1."""
 

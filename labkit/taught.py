@@ -359,21 +359,31 @@ FRESH_CLONE = "make test (fresh clone)"
 
 
 def render_make_test(record: dict) -> str:
-    """README: the wall time of each stage of `make test` in a fresh clone, and of the whole command."""
+    """README: the wall time of each stage of `make test` in a fresh clone, and of the whole command, and
+    the commit that clone held (tests/test_taught_numbers.py checks it is an ancestor of HEAD)."""
     commands = record["commands"]
     whole = commands.get(FRESH_CLONE)
     if whole is None:
         return "No fresh-clone run of `make test` is recorded yet: `make bench-cpu ARGS=\"--only fresh-clone\"`."
     prefix = FRESH_CLONE + " stage "
+    stages = {what.removeprefix(prefix): entry for what, entry in commands.items() if what.startswith(prefix)}
     rows = ["| stage | seconds |", "| --- | --- |"]
-    rows += [f"| {what.removeprefix(prefix)} | {_span(entry['seconds'], '{:.0f}')} |"
-             for what, entry in commands.items() if what.startswith(prefix)]
+    rows += [f"| {name} | {_span(entry['seconds'], '{:.0f}')} |" for name, entry in stages.items()]
     prov = whole["provenance"]
     verdict = "passed" if whole["ok"] else "FAILED"
     rows.append(f"| **whole command** ({verdict}) | **{_span(whole['seconds'], '{:.0f}')}** |")
+    excluded = [name for name in whole.get("target_excludes", []) if name in stages]
+    target = f"under {whole['target_s'] / 60:.0f} minutes"
+    if excluded:
+        counted = [w - sum(stages[n]["seconds"][i] for n in excluded) for i, w in enumerate(whole["seconds"])]
+        rows.append(f"| **without the {', '.join(excluded)}** | **{_span(counted, '{:.0f}')}** |")
+        target += f" without the {', '.join(excluded)}"
+    commit = prov.get("commit")
+    measured = f"commit {commit[:7]}" if commit else "a commit the record does not name"
+    note = f" Commit {commit[:7]}: {prov['commit_note']}." if commit and prov.get("commit_note") else ""
     return "\n".join(rows) + (
-        f"\n\nMeasured in a fresh clone (set-up included; Chromium already installed) {prov['date']} on "
-        f"{prov['machine']}; target: under {whole['target_s'] / 60:.0f} minutes. "
+        f"\n\nMeasured in a fresh clone of {measured} (set-up included; Chromium already installed) "
+        f"{prov['date']} on {prov['machine']}; target: {target}.{note} "
         "`labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")
 
 

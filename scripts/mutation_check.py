@@ -9,7 +9,8 @@ applied to a fresh copy of the tracked files in a temporary folder; the reposito
 touched. The copy's tests then run on the CPU. A mutant is *killed* when a test fails with an
 assertion (pytest exit code 1); an import or collection error (exit 2-4) would only prove the edit
 broke the syntax, so it counts as a harness error, and so does an edit whose text is no longer
-found (the source moved on: update the mutant). The tests that kill mutants check behaviour -- the
+found (the source moved on: update the mutant; tests/test_mutants.py fails first, in the unit
+stage, when a mutant's text is gone or found twice). The tests that kill mutants check behaviour -- the
 live tokens, the q of live slots, guarded memory, emitted tokens -- never the source text.
 
 Exit code 0 when every mutant is killed and the unmutated copy passes the same tests.
@@ -55,7 +56,7 @@ MUTANTS = (
            "self.idx_mapping[num_reqs:].fill_(-1)", "self.idx_mapping[num_reqs:num_reqs + 1].fill_(-1)",
            HOST_TESTS, backend="torch"),
     Mutant("no-store-mask", "2. kernel store mask", "labkit/kernels/gumbel.py",
-           "store_mask = in_vocab & ((offs * 0 + slot) >= 0)", "store_mask = in_vocab",
+           "return in_vocab & ((offs * 0 + slot) >= 0)", "return in_vocab",
            KERNEL_TESTS),
     Mutant("unmasked-temperature", "2. kernel load masks", "labkit/kernels/gumbel.py",
            "temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)",
@@ -100,14 +101,18 @@ def copy_tree(dest: Path) -> None:
             shutil.copy2(src, target)
 
 
-def apply(mutant: Mutant, tree: Path) -> None:
-    path = tree / mutant.path
-    text = path.read_text()
+def mutated(mutant: Mutant, text: str) -> str:
+    """`text` (the source of `mutant.path`) with the mutant's edit; refused unless its text is there once."""
     count = text.count(mutant.old)
     if count != 1:
         raise RuntimeError(f"mutant {mutant.name}: {mutant.old!r} occurs {count} times in {mutant.path}, "
                            "not once; update the mutant to the current source")
-    path.write_text(text.replace(mutant.old, mutant.new))
+    return text.replace(mutant.old, mutant.new)
+
+
+def apply(mutant: Mutant, tree: Path) -> None:
+    path = tree / mutant.path
+    path.write_text(mutated(mutant, path.read_text()))
 
 
 def run_tests(tree: Path, tests, backend: str) -> tuple[int, str]:

@@ -281,6 +281,25 @@ def index_unreachable(url: str, timeout: float = 10.0) -> str | None:
         return str(err) or type(err).__name__
 
 
+def torch_problem(torch: str) -> str | None:
+    """What is wrong with TORCH=`torch`, in one line, or None (scripts/check_make_vars.py asks too)."""
+    if torch in TORCH_CHOICES:
+        return None
+    return (f"TORCH={torch!r} is not a torch build the set-up knows; choose one of {', '.join(TORCH_CHOICES)} "
+            "(cpu, the default: the CPU build on Linux; cuda: PyPI's torch)")
+
+
+def wheelhouse_problem(wheelhouse: str) -> str | None:
+    """What is wrong with WHEELHOUSE=`wheelhouse` (a folder to install from), in one line, or None."""
+    folder = Path(wheelhouse).expanduser()
+    if folder.is_dir() and any(folder.glob("*.whl")):
+        return None
+    what = "no wheels there" if folder.is_dir() else ("a file, not a folder" if folder.exists() else "no such folder")
+    return (f"WHEELHOUSE={wheelhouse!r}: {what}; choose a folder of wheels that `make wheelhouse` filled "
+            "(on a machine with a network, same platform and Python), or leave WHEELHOUSE empty to install "
+            "from the indexes")
+
+
 def pip_source_args(torch: str = "cpu", wheelhouse: str | None = None, *, platform: str = sys.platform,
                     for_download: bool = False, available=cpu_torch_without_index, installed=installed_torch,
                     unreachable=index_unreachable) -> list[str]:
@@ -297,13 +316,13 @@ def pip_source_args(torch: str = "cpu", wheelhouse: str | None = None, *, platfo
       and say what to do instead.
     """
     if wheelhouse:
-        folder = Path(wheelhouse).expanduser().resolve()
-        if not folder.is_dir() or not any(folder.glob("*.whl")):
-            raise SystemExit(f"WHEELHOUSE={wheelhouse}: no wheels there. Make one with `make wheelhouse` "
-                             "on a machine with a network (same platform and Python), then copy it here.")
-        return ["--no-index", "--find-links", str(folder)]
-    if torch not in TORCH_CHOICES:
-        raise SystemExit(f"TORCH={torch}: choose one of {', '.join(TORCH_CHOICES)}")
+        problem = wheelhouse_problem(wheelhouse)
+        if problem:
+            raise SystemExit(problem)
+        return ["--no-index", "--find-links", str(Path(wheelhouse).expanduser().resolve())]
+    problem = torch_problem(torch)
+    if problem:
+        raise SystemExit(problem)
     if torch == "cuda" or not platform.startswith("linux"):
         return []
     pin = torch_pin()
@@ -450,6 +469,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="with --make-wheelhouse: write its sizes into labkit/data/cpu/downloads.json")
     args, extra = parser.parse_known_args(argv)
     if args.pip_source:
+        problem = torch_problem(args.torch) or (args.wheelhouse and wheelhouse_problem(args.wheelhouse))
+        if problem:  # one line and exit 2, as from the Makefile's own check of the same values
+            print(f"start_lab.py --pip-source: error: {problem}", file=sys.stderr)
+            return 2
         print(" ".join(pip_source_args(args.torch, args.wheelhouse or None)))
         return 0
     if args.make_wheelhouse:

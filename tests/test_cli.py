@@ -61,22 +61,24 @@ def test_the_default_run_reproduces_the_bug_and_the_fix_and_names_its_backend():
     assert record["backend"]["means"] and "--backend" in record["backend"]["triton_source"]
 
 
-def test_the_table_says_what_its_words_mean_and_which_backend_ran():
-    out = _labkit("repro", "--prompts", "6", "--modes", "graph-buggy,graph-fill-only", "--backend", "torch",
-                  "--quiet")
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+def test_the_table_says_what_its_words_mean_and_which_backend_ran(capsys):
+    # In this process (the command's own main): a fresh one would only add torch's import.
+    assert main(["repro", "--prompts", "6", "--modes", "graph-buggy,graph-fill-only", "--backend", "torch",
+                 "--quiet"]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
     row = next(line for line in lines if line.startswith("graph-fill-only"))
-    assert "refused" in row.split() and "corrupted: 0" not in out.stdout
+    assert "refused" in row.split() and "corrupted: 0" not in out.out
     for start in ("identical:", "corrupted:", "refused:", "backend torch:"):
         assert any(line.startswith(start) for line in lines), start
-    assert "--backend interpreter" in out.stdout
+    assert "--backend interpreter" in out.out
 
 
-def test_help_explains_identical_corrupted_and_the_backends():
-    out = _labkit("repro", "--help")
-    assert out.returncode == 0
-    text = " ".join(out.stdout.split())
+def test_help_explains_identical_corrupted_and_the_backends(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["repro", "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
     for word, meaning in LEGEND.items():
         assert f"{word} {' '.join(meaning.split())}" in text
     assert "--backend {auto,torch,interpreter,triton}" in text and "Triton's CPU interpreter" in text

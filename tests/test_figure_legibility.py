@@ -31,8 +31,8 @@ from labkit.viz.widgets import explorer_figure, explorer_state, first_collision_
 
 @pytest.fixture(scope="module")
 def notebook_source():
-    """Notebook 02's explorer input: engine runs over 10 prompts (cached per fix setting)."""
-    return engine_source(prompts=10)
+    """Notebook 02's explorer input: engine runs over 10 prompts on the torch references (cached per fix setting)."""
+    return engine_source(prompts=10, backend="torch")  # as notebook 02 runs it
 
 
 def _explorer(get, **changes):

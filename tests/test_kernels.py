@@ -242,16 +242,19 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
 
 
 @pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton kernel's reduction (torch has no kernel)")
-@pytest.mark.parametrize("vocab,block_v", [(37, 16), (1000, 64), (4097, 1024)])
+# Vocabularies of one block, of many small blocks, and of three blocks of the CPU's and GPU's 1024
+# with a one-element tail (the interpreter runs each block's argmax lane by lane: 1024-lane blocks
+# are its slowest, so three of them, not more).
+@pytest.mark.parametrize("vocab,block_v", [(37, 16), (1000, 64), (2049, 1024)])
 @pytest.mark.parametrize("early_exit", [False, True])
 def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_launch(vocab, block_v, early_exit):
     """Issue 17, point 1: each program leaves its block's best as one packed word and a small launch
     reduces each row's words: the same token as the reduction in torch, ties (the first index of the
     maximum) and +inf/NaN included, launch after launch; with early exit too (a skipped program packs
-    a -inf partial)."""
+    a -inf partial). Rows 0-2 hold the ties, row 3 is a sampled live row, rows 4-5 are padding."""
     from labkit.kernels.gumbel import kernel_launcher
 
-    logits, mapping, temperature, seeds, positions = launch_case(3, 8, vocab, padded=2)
+    logits, mapping, temperature, seeds, positions = launch_case(3, 6, vocab, padded=2)
     temperature[mapping[:3].long()] = 0.0  # rows 0-2 greedy: their scores are their logits
     logits[0] = 1.0  # a greedy row of equal scores in every block: token 0
     logits[1, [vocab // 2, vocab - 1]] = 50.0  # the same maximum in two blocks: the first wins
@@ -259,7 +262,7 @@ def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_l
     logits[2, [vocab - 1, 5]] = torch.tensor([float("inf"), NAN], device=DEVICE)
     state = SamplingState(mapping, temperature, seeds, positions)
     want = gumbel_sample(logits, state, validate=False, early_exit=early_exit, backend="torch")
-    for launch_no in range(3):
+    for launch_no in range(2):  # the second launch meets whatever the first left behind
         got = {}
         for single in (True, False):
             launch, finish = kernel_launcher(logits, state, block_v=block_v, single_pass=single, early_exit=early_exit)
@@ -414,12 +417,12 @@ def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log():
     m = torch.arange(1 << 24, dtype=torch.int64)
     h = (m << 8) | ((m * 0x9E) & 0xFF)
     keys = _unmix32(h)
-    assert torch.equal(uniform_torch(keys, torch.zeros_like(keys)), ((m.to(torch.float32) + 0.5) / (1 << 24)).clamp(
+    want = uniform_torch(keys, torch.zeros_like(keys))  # the reference, computed once for both checks
+    assert torch.equal(want, ((m.to(torch.float32) + 0.5) / (1 << 24)).clamp(
         max=1 - 2.0**-24)), "the inverse hash really gives each m"
     n, block = keys.numel(), 1 << 16
     u, log, fused = (torch.empty(n, device=DEVICE) for _ in range(3))
     _uniform_and_log_kernel[(n // block,)](keys.to(DEVICE), u, log, fused, n, BLOCK=block)
-    want = uniform_torch(keys, torch.zeros_like(keys))
     assert torch.equal(u.cpu(), want), "uniform differs from uniform_torch"
     exact = torch.log(want.double())
     ulp = (torch.nextafter(want.log(), torch.tensor(0.0)) - want.log()).abs().double()  # float32 spacing at the log

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from checkout import checkout_files
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -38,18 +39,9 @@ def _pins() -> dict[str, str]:
 
 
 def _tracked_text_files() -> list[Path]:
-    """The repository's files as a clone has them (git's list; the tree without build outputs if no git)."""
-    try:
-        names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-        paths = [ROOT / n for n in names.decode().split("\0") if n]
-    except (OSError, subprocess.CalledProcessError):
-        skip = {".git", ".venv", "build", "student", "screenshots", ".pytest_cache"}
-        paths = [p for p in ROOT.rglob("*") if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
-    texts = []
-    for path in paths:
-        if path.is_file() and b"\0" not in path.read_bytes()[:4096]:
-            texts.append(path)
-    return texts
+    """The repository's text files as a clone has them (tests/checkout.py: git's list, or the tree
+    without build outputs where there is no git of this tree)."""
+    return [ROOT / name for name in checkout_files() if b"\0" not in (ROOT / name).read_bytes()[:4096]]
 
 
 # -- dependencies -------------------------------------------------------------------------------
@@ -91,6 +83,22 @@ def test_the_version_is_written_once_in_labkit_init():
     writers = [p.relative_to(ROOT).as_posix() for p in _tracked_text_files()
                if re.search(r"""^\s*(__version__|version)\s*=\s*["']\d""", p.read_text(errors="replace"), re.M)]
     assert writers == ["labkit/__init__.py"], f"the version is written in {writers}"
+
+
+def test_a_tree_without_its_own_git_is_walked_even_inside_another_repository(tmp_path):
+    # A release tarball unpacked in a folder kept in git: asking git there listed nothing, and the
+    # version test found no file that writes the version.
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("git is not installed: the walk is all there is")
+    outer = tmp_path / "home"
+    tree = outer / "labkit-0.1.0"
+    (tree / "labkit").mkdir(parents=True)
+    (tree / "labkit" / "__init__.py").write_text('__version__ = "0.1.0"\n')
+    (tree / "build").mkdir()
+    (tree / "build" / "left-over.txt").write_text("x")
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    assert checkout_files(root=tree) == ["labkit/__init__.py"]
+    assert checkout_files(root=ROOT), "this checkout lists its files"
 
 
 def test_the_installed_metadata_carries_the_one_version():
@@ -156,7 +164,30 @@ def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
 def test_make_test_runs_the_linter_first_and_every_stage():
     (prereqs,) = re.findall(r"^test:([^\n]*)", MAKEFILE, re.M)
     stages = [s for s in prereqs.split() if s != "test-clock"]
-    assert stages == ["lint", "test-unit", "test-notebooks", "test-room", "test-triton-next", "test-browser"]
+    assert stages == ["lint", "test-unit", "test-unit-backend", "test-notebooks", "test-room", "test-triton-next",
+                      "test-browser"]
+
+
+def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too():
+    # Issue 30 point 5: the unit stage runs with LABKIT_BACKEND unset; these run again with it set.
+    recipe = _make_dry_run("test-unit-backend")
+    if sys.platform.startswith("linux"):
+        assert "LABKIT_BACKEND=interpreter" in recipe and "tests/test_backends.py tests/test_cli.py" in recipe
+    else:
+        assert "skipped" in recipe
+    # And the whole of the unit and notebook stages under each value, on demand (the GPU box adds triton).
+    every = _make_dry_run("test-every-backend")
+    assert all(word in every for word in ("unset", "'torch'", "'interpreter'", "'triton'", "cuda.is_available()",
+                                          "env -u LABKIT_BACKEND", "tests --ignore=tests/browser", "notebooks"))
+
+
+def test_the_makefiles_comments_state_no_timings_of_their_own():
+    # Issue 32: measured times live in records (README's make-test block); a comment's "about 20 s"
+    # goes stale unseen. Targets ("< 10 s") are not measurements.
+    comments = [line for line in MAKEFILE.splitlines() if line.lstrip().startswith("#")]
+    timed = [line for line in comments
+             if re.search(r"(?<![<\d])[\s(]\d+(\.\d+)?(-\d+)?\s*(s|sec|seconds|min|minutes)\b", line)]
+    assert not timed, f"the Makefile's comments state timings: {timed}"
 
 
 def test_readme_make_targets_exist():
@@ -187,6 +218,56 @@ def test_triton_next_is_installed_only_when_missing():
     # "Target directory ... already exists" warnings), a new version gets a fresh folder.
     assert re.search(r"^test-triton-next: \$\(TRITON_NEXT_DIR\)/\.installed", MAKEFILE, re.M)
     assert re.search(r"^TRITON_NEXT_DIR := .*\$\(TRITON_NEXT\)", MAKEFILE, re.M)
+
+
+# -- a bad value of a make variable: one line, exit 2, before anything runs -------------------------
+
+def _make(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LABKIT_BACKEND", "JOBS", "TORCH", "WHEELHOUSE", "MAKEFLAGS", "MAKELEVEL")}
+    env.update(env_extra or {})
+    return subprocess.run(["make", "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("goal,setting,named,choices,how", [
+    ("repro", "LABKIT_BACKEND=cuda", "LABKIT_BACKEND='cuda'", "triton, interpreter, torch", "environment"),
+    ("repro", "LABKIT_BACKEND=cuda", "LABKIT_BACKEND='cuda'", "triton, interpreter, torch", "argument"),
+    ("test", "JOBS=two", "JOBS='two'", "a whole number from 1", "argument"),
+    ("test-unit", "JOBS=0", "JOBS='0'", "a whole number from 1", "environment"),
+    ("lab", "TORCH=rocm", "TORCH='rocm'", "cpu, cuda", "argument"),
+    ("lab", "WHEELHOUSE=/nowhere/wheels", "WHEELHOUSE='/nowhere/wheels'", "make wheelhouse", "argument"),
+])
+def test_a_bad_make_variable_is_one_line_that_names_it_and_the_choices_exit_2(goal, setting, named, choices, how):
+    name, value = setting.split("=", 1)
+    out = _make(goal, setting) if how == "argument" else _make(goal, env_extra={name: value})
+    assert out.returncode == 2 and not out.stdout, out.stdout  # nothing ran, not even in a dry run
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert named in lines[0] and choices in lines[0], lines[0]
+
+
+def test_good_make_variables_pass_the_check_and_clean_needs_none(tmp_path):
+    (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")
+    for args in (["repro", "LABKIT_BACKEND=Torch", "JOBS=3", "TORCH=cuda", f"WHEELHOUSE={tmp_path}"],
+                 ["repro", "LABKIT_BACKEND= interpreter"],
+                 ["wheelhouse", f"WHEELHOUSE={tmp_path / 'to-be-filled'}"],  # there it is where wheels go
+                 ["clean", "LABKIT_BACKEND=cuda", "JOBS=x"]):
+        out = _make(*args)
+        assert out.returncode == 0, (args, out.stderr)
+
+
+def test_the_make_check_knows_the_kits_backends_and_the_set_ups_torch_builds():
+    import labkit.backends
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_make_vars
+        import start_lab
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert check_make_vars.backends() == labkit.backends.BACKENDS
+    assert all(check_make_vars.backend_problem(b) is None for b in labkit.backends.BACKENDS)
+    assert all(start_lab.torch_problem(t) is None for t in start_lab.TORCH_CHOICES)
 
 
 # -- scripts/timed: stage times and the browser stage's skip ---------------------------------------

@@ -259,7 +259,9 @@ def test_write_all_writes_the_explaining_and_the_record_figures(tmp_path):
                         {}, [], 1.0)
     record = {"provenance": {"device": "test GPU", "date": "2026-01-01"},
               "e2e": {"median_tokens_per_s": {"eager": 10.0}, "runs": []}}
-    paths = figures.write_all(tmp_path, bench=bench, explorer_prompts=2, record=record)
+    # On the torch references, as `python -m labkit figures` (backend auto) makes them on a CPU.
+    with backends.using_backend("torch"):
+        paths = figures.write_all(tmp_path, bench=bench, explorer_prompts=2, record=record)
     names = [p.name for p in paths]
     assert names == ["moving_parts.png", "moving_parts_fixed.png", "mapping_heatmap.png", "ownership_map.png",
                      "q_used_vs_drawn.png", "bench_before_after.png", "timing_tokens_per_s.png"]

@@ -33,6 +33,7 @@ from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from checkout import checkout_files, git
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -107,8 +108,18 @@ def test_cuda_and_other_platforms_use_pips_own_configuration():
     for torch, platform in (("cuda", "linux"), ("cpu", "darwin"), ("cpu", "win32")):
         assert lab.pip_source_args(torch, platform=platform, installed=_never, available=_never,
                                    unreachable=_never) == []
-    with pytest.raises(SystemExit, match="TORCH=rocm"):
+    with pytest.raises(SystemExit, match="TORCH='rocm'"):
         lab.pip_source_args("rocm", platform="linux")
+
+
+def test_a_bad_torch_or_wheelhouse_is_one_line_and_exit_2_from_the_pip_source_question(tmp_path, capsys):
+    for args, named in ((["--torch", "rocm"], "TORCH='rocm'"), (["--wheelhouse", str(tmp_path)], "no wheels there"),
+                        (["--wheelhouse", str(tmp_path / "nowhere")], "no such folder")):
+        assert lab.main(["--pip-source", *args]) == 2
+        out = capsys.readouterr()
+        assert not out.out and len(out.err.strip().splitlines()) == 1, out.err
+        assert out.err.startswith("start_lab.py --pip-source: error: ") and named in out.err
+        assert "choose" in out.err
 
 
 def test_a_wheelhouse_means_no_index_at_all(tmp_path):
@@ -173,9 +184,10 @@ def test_reachability_of_an_index_is_told_apart(tmp_path):
     assert time.monotonic() - started < 5
 
 
-def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands():
-    recipe = _make_dry_run("-W", "pyproject.toml", ".venv/.installed", "TORCH=cuda", "WHEELHOUSE=/media/usb/wh")
-    assert '--pip-source --torch "cuda" --wheelhouse "/media/usb/wh"' in recipe
+def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands(tmp_path):
+    (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")  # make checks WHEELHOUSE holds wheels first
+    recipe = _make_dry_run("-W", "pyproject.toml", ".venv/.installed", "TORCH=cuda", f"WHEELHOUSE={tmp_path}")
+    assert f'--pip-source --torch "cuda" --wheelhouse "{tmp_path}"' in recipe
     pip_lines = [line for line in recipe.splitlines() if " -m pip " in line and " install " in line]
     assert len(pip_lines) == 2 and all("$src" in line for line in pip_lines), pip_lines
     default = _make_dry_run("-W", "pyproject.toml", ".venv/.installed")
@@ -186,8 +198,8 @@ def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
     assert '--make-wheelhouse "wheelhouse"' in _make_dry_run("wheelhouse")
     told = _make_dry_run("wheelhouse", "WHEELHOUSE=/tmp/wh", "TORCH=cuda")
     assert '--make-wheelhouse "/tmp/wh" --torch "cuda"' in told
-    if shutil.which("git") and (ROOT / ".git").exists():
-        assert subprocess.run(["git", "check-ignore", "-q", "wheelhouse/torch.whl"], cwd=ROOT).returncode == 0
+    ignored = git("check-ignore", "-q", "wheelhouse/torch.whl")  # None: no git checkout to ask
+    assert ignored is None or ignored.returncode == 0
 
 
 def test_the_room_stage_builds_a_fresh_wheelhouse_and_runs_this_file_in_one_process():
@@ -394,14 +406,7 @@ def _tail(done: subprocess.CompletedProcess, n: int = 40) -> str:
 
 def _checkout_files() -> list[str]:
     """The files a commit of this working tree would hold (tracked, and new ones git does not ignore)."""
-    try:
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
-        return [name for name in out.decode().split("\0") if name and (ROOT / name).is_file()]
-    except (OSError, subprocess.CalledProcessError):
-        skip = {".git", ".venv", "build", "wheelhouse", "student", "screenshots", ".pytest_cache", "__pycache__"}
-        return [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*")
-                if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+    return checkout_files(untracked=True)
 
 
 @pytest.fixture(scope="module")

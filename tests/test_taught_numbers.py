@@ -226,6 +226,63 @@ def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
     assert "No fresh-clone run" in taught.render_make_test({"commands": {}})
 
 
+def test_the_make_test_block_names_its_commit_and_the_target_without_the_set_up():
+    prov = {"date": "2026-12-01 15:00 UTC", "machine": "2 cores", "command": "bench", "commit": "0123456789abcdef"}
+    record = {"commands": {
+        "make test (fresh clone) stage set-up": {"seconds": [30.2], "target_s": None, "ok": True, "provenance": prov},
+        "make test (fresh clone) stage unit": {"seconds": [120.4], "target_s": None, "ok": True, "provenance": prov},
+        "make test (fresh clone)": {"seconds": [300.6], "target_s": 360.0, "ok": True, "provenance": prov,
+                                    "target_excludes": ["set-up"]}}}
+    text = " ".join(taught.render_make_test(record).split())
+    assert "fresh clone of commit 0123456" in text and "| **without the set-up** | **270** |" in text
+    assert "target: under 6 minutes without the set-up" in text
+    del prov["commit"]
+    assert "a commit the record does not name" in taught.render_make_test(record)
+
+
+def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("bench_cpu", ROOT / "scripts" / "bench_cpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    measured = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": False}
+    stage = bench.Timing("make test (fresh clone) stage set-up", 30.0, None, True, commit=measured)
+    whole = bench.Timing(taught.FRESH_CLONE, 330.0, 360.0, True, commit=measured, excluded_s=30.0)
+    assert whole.verdict() == "within target"  # 300 s counted: the set-up is left out
+    path = bench.write_command_record([stage, whole], "bench", path=tmp_path / "times.json")
+    record = json.loads(path.read_text())
+    assert record["commands"][taught.FRESH_CLONE]["provenance"]["commit"] == measured["commit"]
+    assert record["commands"][taught.FRESH_CLONE]["target_excludes"] == ["set-up"]
+    here = bench.commit_of(ROOT)  # this tree's own, where no clone was measured
+    assert here["commit"] is None or len(here["commit"]) == 40
+
+
+def test_readme_renders_a_make_test_record_of_a_commit_that_is_an_ancestor_of_head():
+    # Issue 32 point 1: the README's `make test` times must be of code this tree descends from. The record
+    # is committed after the run, so the commit it names is HEAD's ancestor (or HEAD, when measured by hand).
+    from checkout import git, no_git_reason
+
+    prov = taught.cpu_record()["commands"][taught.FRESH_CLONE]["provenance"]
+    commit = prov.get("commit")
+    assert commit, ("labkit/data/cpu/command_times.json's fresh-clone run names no commit: measure again on "
+                    "the commit to ship, make bench-cpu ARGS=\"--only fresh-clone\", and commit the record")
+    shown = re.search(r"fresh clone of commit ([0-9a-f]{7,40})", docblocks.rendered_in(DOCS["README.md"].read_text(),
+                                                                                     "cpu:make-test") or "")
+    assert shown and commit.startswith(shown.group(1)), "README.md's make-test block does not name the record's commit"
+    if git("rev-parse", "HEAD") is None:
+        pytest.skip(no_git_reason() + f": the record's commit {commit[:7]} is named, its ancestry not checked")
+    known = git("cat-file", "-e", f"{commit}^{{commit}}")
+    if known.returncode != 0 and git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip(f"a shallow clone: the record's commit {commit[:7]} is older than the history it holds")
+    assert known.returncode == 0, f"the record's commit {commit} is not in this repository's history"
+    ancestor = git("merge-base", "--is-ancestor", commit, "HEAD")
+    assert ancestor.returncode == 0, (f"README.md renders make test's times measured at {commit[:7]}, which is not "
+                                      "an ancestor of HEAD: measure again (make bench-cpu ARGS=\"--only fresh-clone\")")
+
+
 def test_notebook_08_sets_the_compiled_default_beside_the_sweeps_fastest_whole_call(gpu):
     """Notebook 08 prints, per swept shape, the default configuration's whole call (in the default pass
     mode) beside the fastest whole call of any configuration, and names the default in prose."""
