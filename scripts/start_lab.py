@@ -222,7 +222,7 @@ TORCH_CHOICES = ("cpu", "cuda")
 PINS = REPO / "requirements" / "ci.txt"
 # What `make wheelhouse` downloads: the kit's dependencies with every extra `make lab` installs,
 # the build backend pip needs to install the kit itself from the clone, and pip.
-WHEELHOUSE_EXTRAS = "lab,test,browser"
+WHEELHOUSE_EXTRAS = "lab,test,browser,hub"
 
 
 def build_requires() -> list[str]:

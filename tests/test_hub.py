@@ -122,9 +122,9 @@ def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     folder = room_home(person.name) / room.LEARNER_FOLDER
     assert folder.stat().st_uid == pwd.getpwnam(person.name).pw_uid
     # A fresh student edition: the placeholders are there, the instructor's solutions are not.
-    from labkit.workshop.editions import PLACEHOLDER_TAG
+    from labkit.workshop.editions import PLACEHOLDER_TAG, learner_name
 
-    exercises = json.loads((folder / "07_exercises.ipynb").read_text())
+    exercises = json.loads((folder / learner_name("07_exercises.ipynb")).read_text())
     tags = [t for c in exercises["cells"] for t in c.get("metadata", {}).get("tags", [])]
     assert PLACEHOLDER_TAG in tags and "solution" not in tags
 

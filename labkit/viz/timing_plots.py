@@ -346,6 +346,7 @@ def plot_peers(record: dict, vocab: int = 151936) -> Figure:
         xs = [j + (i - (len(drawn) - 1) / 2) * width for j, e in enumerate(sizes) if key in e["ms"]]
         ax.bar(xs, [1e3 * e["ms"][key] for e in sizes if key in e["ms"]], width, color=color, label=label)
     ax.set_xticks(range(len(sizes)), [f"{e['rows']} rows" for e in sizes])
+    ax.set_xlabel("rows (batch size)")
     ax.set_ylabel(f"time per call ({US})")
     ax.set_title(f"Sampling {vocab} tokens per row: the kit beside the samplers engineers use")
     ax.legend(fontsize=6.5, ncol=2, loc="upper left")
