@@ -102,3 +102,10 @@ def test_the_hub_without_root_says_so_in_one_line(monkeypatch, capsys):
     assert err.count("\n") == 0 and "needs root" in err and "system user per learner" in err, err
     assert main(["hub", "stop"]) == 2
     assert "needs root" in capsys.readouterr().err
+
+
+def test_each_learner_gets_a_share_of_the_cores_for_its_math_threads():
+    from labkit.hub.control import thread_share
+
+    assert thread_share(30, cpus=16) == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert set(thread_share(3, cpus=16).values()) == {"5"} and set(thread_share(1, cpus=2).values()) == {"2"}

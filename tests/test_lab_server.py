@@ -45,7 +45,7 @@ def _drop_during_handshake(port: int, kernel: str) -> None:
 def server_log_after_a_dropped_socket(tmp_path: Path, patched: bool) -> str:
     port = _free_port()
     log_path = tmp_path / f"server-{int(patched)}.log"
-    cmd = [sys.executable, "-m", "jupyter", "server", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+    cmd = [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={tmp_path}", "--no-browser",
            "--ServerApp.port_retries=0", *(["--allow-root"] if hasattr(__import__("os"), "geteuid") else []),
            *([lab_server.CLI_FLAG] if patched else [])]

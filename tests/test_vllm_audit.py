@@ -160,8 +160,13 @@ def test_the_speculator_reading_agrees_with_the_kernel(audits):
 
 
 def test_the_report_in_words_from_a_torch_process_says_what_the_json_says(trees, audits):
-    # LABKIT_BACKEND=torch compiles nothing and interprets nothing: the command re-runs itself in
-    # an interpreter process (vLLM's kernel is Triton; there is no torch version of it)
+    # LABKIT_BACKEND=torch compiles nothing and interprets nothing: vLLM's kernel is Triton, so the
+    # command runs it compiled where there is a GPU and otherwise re-runs itself in an interpreter
+    # process. Compiled, the colliding rows race: which blocks each row stored, and so the
+    # sentences naming them, change from run to run; the verdicts do not (the H200's record).
+    import torch
+
+    compiled = torch.cuda.is_available()
     done = _audit("--vllm", str(trees[releases.UNMASKED]), env_backend="torch")
     assert done.returncode == 0, done.stderr
     text = done.stdout
@@ -172,7 +177,8 @@ def test_the_report_in_words_from_a_torch_process_says_what_the_json_says(trees,
     assert f"stale slots still corrupt: {yes[record['verdicts']['stale_slots_still_corrupt']]}" in text
     assert f"speculator fills padded rows with -1: " \
            f"{yes[record['verdicts']['speculator_fills_padded_rows_with_minus_1']]}" in text
-    for sentence in record["kernel"]["stale"]["sentences"] + record["kernel"]["filled"]["sentences"]:
+    sentences = record["kernel"]["stale"]["sentences"] + record["kernel"]["filled"]["sentences"]
+    for sentence in [] if compiled else sentences:
         assert sentence in text
 
 
