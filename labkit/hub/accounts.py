@@ -96,21 +96,27 @@ def pids_of(uid: int) -> list[int]:
     return found
 
 
-def end_processes(uid: int, grace_s: float = 5.0) -> int:
-    """SIGTERM, then SIGKILL, every process of `uid`, each by its pid; returns how many there were."""
-    pids = pids_of(uid)
+def signal_until_gone(alive, grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL, the pids ``alive()`` returns, waiting up to `grace_s` after each signal
+    for ``alive()`` to come back empty (it is asked again each time: the pids still running)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
+        for pid in alive():
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace_s
-        while pids_of(uid) and time.monotonic() < deadline:
+        while alive() and time.monotonic() < deadline:
             time.sleep(0.1)
-        if not pids_of(uid):
-            break
-    return len(pids)
+        if not alive():
+            return
+
+
+def end_processes(uid: int, grace_s: float = 5.0) -> int:
+    """SIGTERM, then SIGKILL, every process of `uid`, each by its pid; returns how many there were."""
+    count = len(pids_of(uid))
+    signal_until_gone(lambda: pids_of(uid), grace_s)
+    return count
 
 
 def remove_learner(name: str, room_id: str) -> bool:

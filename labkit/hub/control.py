@@ -298,17 +298,8 @@ def _descendants(pid: int) -> list[tuple[int, int]]:
 
 def _end_left(processes: list[tuple[int, int]], grace_s: float = 5.0) -> None:
     """SIGTERM, then SIGKILL, those of `processes` still running (same pid and start time)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = [pid for pid, start in processes if (st := _stat(pid)) and st[1] == start]
-        for pid in left:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while left and time.monotonic() < deadline:
-            left = [pid for pid in left if _stat(pid)]
-            time.sleep(0.1)
+    accounts.signal_until_gone(lambda: [pid for pid, start in processes if (st := _stat(pid)) and st[1] == start],
+                               grace_s)
 
 
 def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
