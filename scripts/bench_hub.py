@@ -39,23 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from labkit.hub import room  # noqa: E402
 from labkit.hub.accounts import pids_of  # noqa: E402
-from labkit.hub.client import Learner, RoomProcess, notebook_cells  # noqa: E402
-
-# The repro as the command runs it, in the learner's kernel; one JSON line back.
-REPRO = """\
-import json, torch, labkit
-from labkit.backends import using_backend
-from labkit.modes import DEFAULT_MODES
-from labkit.repro import BenchConfig, run_bench
-_backend = "triton" if torch.cuda.is_available() and labkit.backends.HAS_TRITON else "torch"
-with using_backend(_backend):
-    _r = run_bench(BenchConfig(), DEFAULT_MODES, progress=False)
-print("LABKIT_BENCH " + json.dumps({
-    "backend": _backend, "responses": _r.modes["graph-fixed"].responses,
-    "buggy_corrupted": _r.modes["graph-buggy"].corrupted, "fixed_corrupted": _r.modes["graph-fixed"].corrupted,
-    "gpu_peak_bytes": torch.cuda.max_memory_reserved() if torch.cuda.is_available() else None}))
-"""
-
+from labkit.hub.client import Learner, RoomProcess  # noqa: E402
+from labkit.hub.workload import REPRO_MARK, cells as workload_cells  # noqa: E402
 
 def _peak_rss(uid: int) -> int:
     """Sum of VmHWM (peak resident memory) of a learner's processes, bytes."""
@@ -72,22 +57,21 @@ def _peak_rss(uid: int) -> int:
 
 def _learner_run(person: Learner, barrier: threading.Barrier, out: dict) -> None:
     folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
-    cells = [*notebook_cells(folder / "00_setup_and_tour.ipynb"),
-             *notebook_cells(folder / "01_reproduce_the_gibberish.ipynb")]
+    cells = workload_cells(folder)
     barrier.wait()
     t0 = time.monotonic()
     kernel = person.kernel(person.start_kernel())
     first = None
     errors = []
     try:
-        for code in cells + [REPRO]:
+        for code in cells:
             result = kernel.execute(code, timeout_s=1200)
             if first is None and result.first_output_s is not None:
                 first = time.monotonic() - t0 - result.seconds + result.first_output_s
             if result.error:
                 errors.append(f"{result.error['ename']}: {result.error['evalue']}")
-        line = next(x for x in result.text().splitlines() if x.startswith("LABKIT_BENCH "))
-        repro = json.loads(line.removeprefix("LABKIT_BENCH "))
+        line = next(x for x in result.text().splitlines() if x.startswith(REPRO_MARK))
+        repro = json.loads(line.removeprefix(REPRO_MARK))
     finally:
         kernel.close()
     out[person.name] = {"first_output_s": first, "last_cell_s": time.monotonic() - t0, "errors": errors,

@@ -86,9 +86,12 @@ def test_bad_room_settings_get_one_line_errors():
     from labkit.errors import LabkitInputError
 
     for kwargs, words in (({"memory": "lots"}, "give a size"), ({"gpu_share": 1.5}, "(0, 1]"),
-                          ({"idle_timeout_s": 5}, "at least 10 seconds"), ({"memory": "100M"}, "at least 1 GiB")):
+                          ({"idle_timeout_s": 5}, "at least 10 seconds"),
+                          ({"memory": "100M", "build": "cpu"}, "cpu build of torch a kernel needs at least 1 GiB"),
+                          ({"memory": "1.5G", "build": "cuda"}, "cuda build of torch a kernel needs at least 2 GiB")):
         with pytest.raises(LabkitInputError, match=words.replace("(", r"\(").replace("]", r"\]")):
             room.limits_for(4, **kwargs)
+    assert room.limits_for(4, memory="1.5G", build="cpu").memory_bytes == int(1.5 * 2**30)
     with pytest.raises(LabkitInputError, match="1 to 99"):
         room.learner_names(0)
 
@@ -104,8 +107,37 @@ def test_the_hub_without_root_says_so_in_one_line(monkeypatch, capsys):
     assert "needs root" in capsys.readouterr().err
 
 
-def test_each_learner_gets_a_share_of_the_cores_for_its_math_threads():
-    from labkit.hub.control import thread_share
+def test_each_learner_gets_a_share_of_the_cores_and_one_blas_thread():
+    env = room.limits_for(30, host_memory=30 * 8 * 2**30, cores=16).env()
+    assert (env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"], env["OPENBLAS_NUM_THREADS"]) == ("1", "1", "1")
+    env = room.limits_for(3, host_memory=3 * 8 * 2**30, cores=16).env()
+    assert (env["OMP_NUM_THREADS"], env["OPENBLAS_NUM_THREADS"]) == ("5", "1")
+    assert room.limits_for(1, host_memory=8 * 2**30, cores=2).env()["OMP_NUM_THREADS"] == "2"
 
-    assert thread_share(30, cpus=16) == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    assert set(thread_share(3, cpus=16).values()) == {"5"} and set(thread_share(1, cpus=2).values()) == {"2"}
+
+def test_the_torch_build_is_read_right_without_importing_torch():
+    import torch
+
+    assert room.torch_build() == ("cuda" if torch.version.cuda else "cpu")
+
+
+def test_each_builds_memory_floor_covers_what_a_kernel_was_measured_to_need():
+    """The floors of labkit.hub.room against labkit/data/hub/kernel_memory.json: one learner's
+    notebooks 00, 01 and repro passed under a data limit of 0.9 of the floor or less, at every
+    thread count measured; and on the CUDA box the one BLAS thread a room sets is what keeps it so."""
+    from labkit.hub import kernel_memory
+
+    record = json.loads(kernel_memory.RECORD.read_text())
+    assert sorted(record) == sorted(room.MIN_MEMORY_GIB)  # every build a room knows was measured
+    for build, entry in record.items():
+        assert entry["build"] == build and entry["threads"]
+        needs = max(row["smallest_limit_mib"] for row in entry["threads"]) * 2**20
+        assert needs <= 0.9 * room.min_memory_gib(build) * 2**30, (build, needs / 2**30)
+        assert {1, max(row["threads"] for row in entry["threads"])} <= {row["threads"] for row in entry["threads"]}
+    most = max(record["cuda"]["threads"], key=lambda row: row["threads"])
+    assert record["cuda"]["threads_left_alone_peak_vmdata_mib"] > most["peak_vmdata_mib"]
+    assert min(row["smallest_limit_mib"] for row in record["cuda"]["threads"]) > 1024  # CUDA torch: over 1 GiB
+    guide = (ROOT / "docs" / "INSTRUCTOR_GUIDE.md").read_text()
+    said = " ".join(guide.split())
+    assert (f"{room.MIN_MEMORY_GIB['cpu']:g} GiB with the CPU build, {room.MIN_MEMORY_GIB['cuda']:g} GiB with the "
+            "CUDA build, which holds more than 1 GiB") in said

@@ -136,19 +136,6 @@ def credentials_text(url: str, logins: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def thread_share(learners: int, cpus: int | None = None) -> dict[str, str]:
-    """Each learner's kernel gets its share of the box's cores for its math libraries' threads.
-
-    Why: left alone, torch's OpenBLAS and OpenMP start a thread per core in every kernel, each with
-    buffers of its own; on the 16-core GPU box that alone outgrew a 1 GiB room limit at ``import
-    torch`` ("OpenBLAS error: Memory allocation still failed"), and 30 kernels of 16 threads each
-    would fight over 16 cores anyway."""
-    if cpus is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    share = str(max(1, cpus // max(1, learners)))
-    return {name: share for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-
-
 def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str | None = None,
           gpu_share: float | None = None, idle_timeout_s: int = room.DEFAULT_IDLE_TIMEOUT_S,
           proxy: str = "auto", state_dir: Path = DEFAULT_STATE, foreground: bool = True,
@@ -230,7 +217,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
                 "PYTHONPATH": os.pathsep.join([str(kit), *runtime.hub_pythonpath(KIT_ROOT)]),
-                **python_env, **runtime.jupyter_env(), **thread_share(learners),
+                **python_env, **runtime.jupyter_env(),  # and limits.env(), added by the config
             },
         }
         _private_write(state_dir / "room.json", json.dumps(spec, indent=1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from labkit import __version__
 from labkit.errors import LabkitInputError
@@ -36,15 +37,34 @@ IMAGE_TAG = __version__
 IMAGE_REPO_DIR = "/srv/labkit"  # repo2docker --target-repo-dir: outside the learners' home volume
 
 # Defaults for a 90-minute workshop. A learner's server holds JupyterLab (~150 MB), a kernel with
-# torch and the toy models (~600 MB after notebook 01) and room for a second kernel: 3 GiB.
+# torch and the toy models and room for a second kernel: 3 GiB.
 DEFAULT_MEMORY_GIB = 3.0
-MIN_MEMORY_GIB = 1.0
+# The smallest limit a room may set, per torch build: what one kernel needs for notebooks 00 and
+# 01 and the repro, measured under the spawner's own limit (labkit/data/hub/kernel_memory.json,
+# written by labkit.hub.kernel_memory), with room to spare. The CUDA build of torch alone holds
+# more than 1 GiB of data segment once imported, where the CPU build holds a few hundred MiB.
+MIN_MEMORY_GIB = {"cpu": 1.0, "cuda": 2.0}
 # Idle servers are stopped after this long without activity; a coffee break keeps its servers.
 DEFAULT_IDLE_TIMEOUT_S = 30 * 60
 MIN_IDLE_TIMEOUT_S = 10  # the test culls a server this fast; a room wants minutes
 # Of the GPU's memory the learners' kernels share this much between them: each CUDA context takes
 # a few hundred MB outside the caching allocator that the share limits.
 GPU_SHARED_PART = 0.9
+
+
+def torch_build() -> str:
+    """'cuda' where this environment's torch is a CUDA build, else 'cpu'. Read from the installed
+    files, not by importing torch: the hub and its command stay quick and torch-free."""
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    return "cuda" if any((Path(folder) / "lib" / "libtorch_cuda.so").exists() for folder in folders) else "cpu"
+
+
+def min_memory_gib(build: str | None = None) -> float:
+    """The smallest memory limit per learner a room may set with this (or `build`'s) torch."""
+    return MIN_MEMORY_GIB[build or torch_build()]
 
 
 def learner_names(count: int) -> list[str]:
@@ -70,9 +90,13 @@ class Limits:
 
     def env(self) -> dict[str, str]:
         """What a learner's server finds in its environment (the kit reads the share at import)."""
+        # Each kernel's torch threads are its share of the cores: 30 kernels of a thread per core
+        # would fight over the cores anyway. numpy's OpenBLAS gets one thread: it reserves buffers
+        # per thread (about 40 MiB each on the H200 box, labkit.hub.kernel_memory), and the kit's
+        # numpy work is small.
         threads = str(self.cpu_threads)
         return {GPU_SHARE_ENV: f"{self.gpu_memory_fraction:.4f}", "OMP_NUM_THREADS": threads,
-                "MKL_NUM_THREADS": threads}
+                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": "1"}
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -98,18 +122,24 @@ def parse_memory(text: str) -> int:
 
 def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | None = None,
                idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S, host_memory: int | None = None,
-               cores: int | None = None) -> Limits:
+               cores: int | None = None, build: str | None = None) -> Limits:
     """The limits for a room of `learners` on this box (or the box described by `host_memory`,
-    `cores`). Memory: `memory` if given, else 3 GiB or the box's memory shared out, whichever is
-    smaller; a room that leaves a learner under 1 GiB is refused with the numbers."""
+    `cores`, `build`). Memory: `memory` if given, else 3 GiB or the box's memory shared out,
+    whichever is smaller; a room that leaves a learner under this torch build's minimum
+    (:data:`MIN_MEMORY_GIB`) is refused with the numbers."""
     host = host_memory or _host_memory_bytes()
     cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     fair = int(host * 0.85 / learners)
     chosen = parse_memory(memory) if memory else min(int(DEFAULT_MEMORY_GIB * 2**30), fair)
-    if chosen < MIN_MEMORY_GIB * 2**30:
+    build = build or torch_build()
+    floor = min_memory_gib(build)
+    if chosen < floor * 2**30:
+        given = f"--memory {memory}" if memory else (f"{learners} learners on a box with {host / 2**30:.0f} GiB "
+                                                     "of memory")
         raise LabkitInputError(
-            f"{learners} learners on a box with {host / 2**30:.0f} GiB of memory get {chosen / 2**30:.2f} GiB each; "
-            f"a learner needs at least {MIN_MEMORY_GIB:.0f} GiB (fewer learners, or a bigger box)")
+            f"{given} leaves each learner {chosen / 2**30:.2f} GiB; with the {build} build of torch a kernel needs "
+            f"at least {floor:g} GiB (labkit/data/hub/kernel_memory.json): a larger --memory, fewer learners, "
+            "or a bigger box")
     share = gpu_share if gpu_share is not None else round(GPU_SHARED_PART / learners, 4)
     if not 0 < share <= 1:
         raise LabkitInputError(f"--gpu-share {share}: a share of the GPU's memory is a number in (0, 1]")
@@ -129,7 +159,7 @@ def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
     time-sliced GPU per node, the per-learner limits of a box of `learners_per_gpu` learners, the
     same start notebook and idle culling, and each learner's folder built fresh at start."""
     limits = limits_for(learners_per_gpu, host_memory=learners_per_gpu * int(DEFAULT_MEMORY_GIB * 2**30) * 2,
-                        cores=learners_per_gpu)
+                        cores=learners_per_gpu, build="cuda")  # a GPU node's image holds CUDA torch
     gib = limits.memory_bytes / 2**30
     folder = f"/home/jovyan/{LEARNER_FOLDER}"
     build_folder = (f"test -d {folder} || "
