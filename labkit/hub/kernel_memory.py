@@ -113,8 +113,9 @@ def smallest_limit(cells: list[str], env: dict[str, str], say=print) -> dict:
         if hi > 64 * 2**30:
             raise RuntimeError("the workload fails under every data limit up to 64 GiB")
         lo, hi = hi, hi + 2 * (hi - lo)
-    if run_once(cells, env, lo)["ok"]:
-        hi = lo  # passes at the sampled peak (rounded down): that is the smallest we report
+    while lo > 0 and run_once(cells, env, lo)["ok"]:  # the peak of another run: step down until it fails
+        say(f"    {lo / MIB:.0f} MiB: passes")
+        lo, hi = lo - step, lo
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step
         ok = run_once(cells, env, mid)["ok"]
