@@ -37,10 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labkit.hub import room  # noqa: E402
+from labkit.hub import room, workload  # noqa: E402
 from labkit.hub.accounts import pids_of  # noqa: E402
 from labkit.hub.client import Learner, RoomProcess  # noqa: E402
-from labkit.hub.workload import REPRO_MARK, cells as workload_cells  # noqa: E402
+
 
 def _peak_rss(uid: int) -> int:
     """Sum of VmHWM (peak resident memory) of a learner's processes, bytes."""
@@ -57,7 +57,7 @@ def _peak_rss(uid: int) -> int:
 
 def _learner_run(person: Learner, barrier: threading.Barrier, out: dict) -> None:
     folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
-    cells = workload_cells(folder)
+    cells = workload.cells(folder)
     barrier.wait()
     t0 = time.monotonic()
     kernel = person.kernel(person.start_kernel())
@@ -70,8 +70,8 @@ def _learner_run(person: Learner, barrier: threading.Barrier, out: dict) -> None
                 first = time.monotonic() - t0 - result.seconds + result.first_output_s
             if result.error:
                 errors.append(f"{result.error['ename']}: {result.error['evalue']}")
-        line = next(x for x in result.text().splitlines() if x.startswith(REPRO_MARK))
-        repro = json.loads(line.removeprefix(REPRO_MARK))
+        line = next(x for x in result.text().splitlines() if x.startswith(workload.REPRO_MARK))
+        repro = json.loads(line.removeprefix(workload.REPRO_MARK))
     finally:
         kernel.close()
     out[person.name] = {"first_output_s": first, "last_cell_s": time.monotonic() - t0, "errors": errors,

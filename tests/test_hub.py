@@ -119,8 +119,13 @@ def check_each_learner_runs_notebook_00_in_their_own_kernel(hub, learners):
 
 def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     person = learners[0]
-    page = person.session.get(person.server_url() + "/", timeout=60)
-    assert page.status_code == 200
+    page = person.session.get(person.server_url() + "/", timeout=60)  # through the hub's OAuth, as a browser
+    assert page.status_code == 200, (page.status_code, page.url, [r.url for r in page.history], page.text[:300])
+    assert page.url.startswith(person.server_url() + "/") and page.url.endswith("/" + room.START_NOTEBOOK), page.url
+    if runtime.has_lab():
+        assert "JupyterLab" in page.text
+    else:  # a box without JupyterLab's web app serves the learner's own notebook 00 as a file
+        assert json.loads(page.text)["cells"], page.text[:300]
     assert page.url.endswith(f"/user/{person.name}{room.DEFAULT_URL}"), page.url
     folder = room_home(person.name) / room.LEARNER_FOLDER
     assert folder.stat().st_uid == pwd.getpwnam(person.name).pw_uid
@@ -300,7 +305,13 @@ def check_a_learner_past_the_memory_limit_gets_a_clear_message_and_the_others_ke
 def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     uids = [pwd.getpwnam(p.name).pw_uid for p in learners]
     homes = [room_home(p.name) for p in learners]
+    hub.proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any("closing the room" in line for line in hub.output):
+        time.sleep(0.1)
+    hub.proc.send_signal(signal.SIGINT)  # an impatient second Ctrl-C does not cut the teardown short
     assert hub.close() == 0, "".join(hub.output[-20:])
+    assert any("still closing the room" in line for line in hub.output), "".join(hub.output[-20:])
     assert "closed: removed 3 learner(s)" in "".join(hub.output)
     assert not any(accounts.exists(p.name) for p in learners)
     assert not any(h.exists() for h in homes)

@@ -249,13 +249,27 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             time.sleep(2)
         _say(f"JupyterHub exited with status {hub.returncode}; closing the room")
     except KeyboardInterrupt:
+        _hold_signals(previous)
         _say("\nclosing the room" + (f" (signal {stopping[0]})" if stopping else ""))
     finally:
         if not keep_open:
+            _hold_signals(previous)
             teardown(this, hub)
         for s, handler in previous.items():
             signal.signal(s, handler)
     return this
+
+
+def _hold_signals(previous: dict) -> None:
+    """Until the room is closed, Ctrl-C (and SIGTERM, SIGHUP) say so instead of cutting the teardown
+    short: an impatient second Ctrl-C would leave users and servers behind. `previous` keeps the
+    handlers to put back."""
+    def still_closing(_signum, _frame):
+        os.write(sys.stdout.fileno(), b"still closing the room: the learners' servers and users go first\n")
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        previous.setdefault(s, signal.getsignal(s))
+        signal.signal(s, still_closing)
 
 
 def _stat(pid: int) -> tuple[int, int] | None:

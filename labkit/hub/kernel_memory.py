@@ -95,7 +95,8 @@ def run_once(cells: list[str], env: dict[str, str], limit: int | None) -> dict:
                           capture_output=True, text=True, preexec_fn=preexec, timeout=1800)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("LABKIT_MEMORY ")), None)
     if line is None:  # died before it could say: an allocator's abort at import, a segfault
-        return {"ok": False, "error": f"exit {proc.returncode}: " + (proc.stderr.strip().splitlines() or [""])[-1][:300]}
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        return {"ok": False, "error": f"exit {proc.returncode}: {last[:300]}"}
     return json.loads(line.removeprefix("LABKIT_MEMORY "))
 
 
