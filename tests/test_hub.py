@@ -48,6 +48,7 @@ LEARNERS = 3
 # set from what a kernel was measured to need: labkit/data/hub/kernel_memory.json).
 MEMORY_GIB = room.min_memory_gib()
 MEMORY = f"{MEMORY_GIB:g}G"
+START_PAGE = room.start_url(runtime.has_lab())  # JupyterLab on 00, or 00 as a file where there is no JupyterLab
 
 
 def _room_users() -> list[str]:
@@ -121,12 +122,11 @@ def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     person = learners[0]
     page = person.session.get(person.server_url() + "/", timeout=60)  # through the hub's OAuth, as a browser
     assert page.status_code == 200, (page.status_code, page.url, [r.url for r in page.history], page.text[:300])
-    assert page.url.startswith(person.server_url() + "/") and page.url.endswith("/" + room.START_NOTEBOOK), page.url
+    assert page.url == person.server_url() + START_PAGE, page.url
     if runtime.has_lab():
         assert "JupyterLab" in page.text
-    else:  # a box without JupyterLab's web app serves the learner's own notebook 00 as a file
+    else:  # a box without JupyterLab's web app (the GPU box) serves the learner's own notebook 00 as a file
         assert json.loads(page.text)["cells"], page.text[:300]
-    assert page.url.endswith(f"/user/{person.name}{room.DEFAULT_URL}"), page.url
     folder = room_home(person.name) / room.LEARNER_FOLDER
     assert folder.stat().st_uid == pwd.getpwnam(person.name).pw_uid
     # A fresh student edition: the placeholders are there, the instructor's solutions are not.
@@ -141,12 +141,12 @@ def check_no_login_reaches_no_server(hub, learners):
     import requests
 
     target = learners[1].name
-    for path in ("/api/kernels", "/api/contents", "/lab"):
+    for path in ("/api/kernels", "/api/contents", START_PAGE):
         resp = requests.get(f"{hub.url}/user/{target}{path}", timeout=30, allow_redirects=False)
         assert resp.status_code in (302, 403), (path, resp.status_code)
         if resp.status_code == 302:
             assert "/hub/" in resp.headers["Location"], resp.headers["Location"]
-    followed = requests.get(f"{hub.url}/user/{target}/lab", timeout=30)
+    followed = requests.get(f"{hub.url}/user/{target}{START_PAGE}", timeout=30)
     assert "/hub/login" in followed.url
     assert requests.get(f"{hub.url}/hub/api/users", timeout=30).status_code == 403
 
@@ -165,8 +165,8 @@ def check_a_learners_login_opens_nothing_of_another(hub, learners):
     for method, path in (("GET", f"/users/{b.name}"), ("DELETE", f"/users/{b.name}/server"),
                          ("POST", f"/users/{b.name}/tokens")):
         assert a.hub_api(method, path).status_code in (403, 404), (method, path)
-    # A's cookie, as a browser would send it: B's lab does not open.
-    page = a.session.get(f"{hub.url}/user/{b.name}/lab", timeout=60)
+    # A's cookie, as a browser would send it: B's start page does not open.
+    page = a.session.get(f"{hub.url}/user/{b.name}{START_PAGE}", timeout=60)
     assert not (page.status_code == 200 and page.url.startswith(f"{hub.url}/user/{b.name}/")), page.url
     # A's password is not B's, and no password opens another's account.
     with pytest.raises(HubClientError):

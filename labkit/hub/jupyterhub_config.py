@@ -39,9 +39,7 @@ c.JupyterHub.allow_named_servers = False
 # What each learner gets: their JupyterLab, as their own system user, on notebook 00 of their folder.
 c.JupyterHub.spawner_class = "labkit.hub.spawner.RoomSpawner"
 c.Spawner.cmd = [_spec["learner_python"], "-m", "jupyterhub.singleuser"]
-# Where JupyterLab is not installed (the GPU box's carried wheels leave its web app out), the learner
-# lands on the same notebook 00, served as a file: a page, so the login goes through the hub's OAuth.
-c.Spawner.default_url = _room.DEFAULT_URL if _spec.get("lab", True) else f"/files/{_room.START_NOTEBOOK}"
+c.Spawner.default_url = _room.start_url(_spec.get("lab", True))
 c.Spawner.notebook_dir = f"~/{_room.LEARNER_FOLDER}"
 c.Spawner.mem_limit = _limits.memory_bytes
 c.Spawner.env_keep = ["LANG", "LC_ALL"]

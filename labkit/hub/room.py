@@ -25,6 +25,14 @@ from labkit.workshop.secrecy import STUDENT_PATH
 LEARNER_FOLDER = "stale-padding-lab"
 START_NOTEBOOK = learner_name(STUDENT_PATH[0])
 DEFAULT_URL = f"/lab/tree/{START_NOTEBOOK}"
+
+
+def start_url(lab: bool = True) -> str:
+    """Where a learner lands: JupyterLab on notebook 00, or where JupyterLab's web app is not installed
+    (the GPU box's carried wheels leave it out) the same notebook served as a file: still a page, so
+    the login goes through the hub's OAuth as in a browser."""
+    return DEFAULT_URL if lab else f"/files/{START_NOTEBOOK}"
+
 # Hub user names, which are also the system users' names on one box ("labkit-learner07"). The
 # instructor is the hub's only admin and has no server of their own.
 LEARNER_PREFIX = "labkit-learner"
