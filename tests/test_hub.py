@@ -328,10 +328,11 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
 
 
 def check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path):
-    """A second room of one, with an idle timeout of 15 s: the idle culler stops the learner's
-    unused server. Then its JupyterHub dies (SIGKILL) under it: closing the room still ends the proxy
-    and the culler the hub had started (each in a session of its own), and the user."""
-    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--idle-timeout", "0.25", cwd=ROOT)
+    """A second room of one, with the shortest idle timeout a room takes (10 s): the idle culler
+    stops the learner's unused server. Then its JupyterHub dies (SIGKILL) under it: closing the room
+    still ends the proxy and the culler the hub had started (each in a session of its own), and the user."""
+    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--idle-timeout",
+                         f"{room.MIN_IDLE_TIMEOUT_S / 60:.3f}", cwd=ROOT)
     try:
         passwords = small.wait_open()
         person = Learner(small.url, room.learner_names(1)[0], passwords[room.learner_names(1)[0]])

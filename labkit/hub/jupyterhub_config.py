@@ -53,11 +53,12 @@ c.Spawner.args = ["--KernelManager.transport=ipc", lab_server.CLI_FLAG]
 if _spec.get("lab", True):
     c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 
-# Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service).
+# Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
+# checked every quarter of it: within 7.5 minutes of a 30-minute timeout, within seconds of a test's.
 c.JupyterHub.services = [{
     "name": "idle-culler",
     "command": [_spec["hub_python"], "-m", "jupyterhub_idle_culler", f"--timeout={_limits.idle_timeout_s}",
-                f"--cull-every={max(5, min(300, _limits.idle_timeout_s // 4))}"],
+                f"--cull-every={max(2, min(300, _limits.idle_timeout_s // 4))}"],
 }]
 c.JupyterHub.load_roles = [{
     "name": "idle-culler",
