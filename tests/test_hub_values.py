@@ -141,3 +141,25 @@ def test_each_builds_memory_floor_covers_what_a_kernel_was_measured_to_need():
     said = " ".join(guide.split())
     assert (f"{room.MIN_MEMORY_GIB['cpu']:g} GiB with the CPU build, {room.MIN_MEMORY_GIB['cuda']:g} GiB with the "
             "CUDA build, which holds more than 1 GiB") in said
+
+
+@pytest.mark.parametrize("needs_mib,peak_mib", [(1536, 1538), (1424, 1412), (700, 300), (288, 600)])
+def test_the_memory_bisection_finds_the_smallest_limit_that_passes(monkeypatch, needs_mib, peak_mib):
+    """labkit.hub.kernel_memory's search, against a stand-in workload that passes exactly from
+    `needs_mib` on and reports a sampled peak of `peak_mib`: below, at and far from the need."""
+    from labkit.hub import kernel_memory as km
+
+    runs = []
+
+    def run_once(cells, env, limit):
+        runs.append(limit)
+        if limit is None:
+            return {"ok": True, "peak_vmdata": peak_mib * km.MIB}
+        return {"ok": True} if limit >= needs_mib * km.MIB else {"ok": False, "error": "over the limit"}
+
+    monkeypatch.setattr(km, "run_once", run_once)
+    found = km.smallest_limit([], {}, say=lambda _: None)
+    step = km.RESOLUTION_MIB
+    assert found["peak_vmdata_mib"] == peak_mib
+    assert needs_mib <= found["smallest_limit_mib"] < needs_mib + step, found
+    assert found["smallest_limit_mib"] % step == 0 and len(runs) < 20

@@ -114,9 +114,10 @@ def smallest_limit(cells: list[str], env: dict[str, str], say=print) -> dict:
         if hi > 64 * 2**30:
             raise RuntimeError("the workload fails under every data limit up to 64 GiB")
         lo, hi = hi, hi + 2 * (hi - lo)
-    while lo > 0 and run_once(cells, env, lo)["ok"]:  # the peak of another run: step down until it fails
+    gap = step
+    while lo > 0 and run_once(cells, env, lo)["ok"]:  # the peak of another run: step down (doubling) to a fail
         say(f"    {lo / MIB:.0f} MiB: passes")
-        lo, hi = lo - step, lo
+        lo, hi, gap = max(0, lo - gap), lo, 2 * gap
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step
         ok = run_once(cells, env, mid)["ok"]
