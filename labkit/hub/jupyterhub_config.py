@@ -54,7 +54,7 @@ if _spec.get("lab", True):
     c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
-# checked every quarter of it: within 7.5 minutes of a 30-minute timeout, within seconds of a test's.
+# checked every quarter of it, but at least every 5 minutes and at most every 2 s (a test's 10 s).
 c.JupyterHub.services = [{
     "name": "idle-culler",
     "command": [_spec["hub_python"], "-m", "jupyterhub_idle_culler", f"--timeout={_limits.idle_timeout_s}",

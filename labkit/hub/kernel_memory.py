@@ -3,11 +3,11 @@ then 01's repro; :mod:`labkit.hub.workload`) run in one kernel-like process unde
 limit the room's spawner sets (:mod:`labkit.hub.spawner`), bisected to the smallest that passes.
 
 Why a measure and not a guess: what a kernel needs depends on the torch build far more than on
-the kit. On the CPU machine a kernel that ran notebook 00 held about 0.3 GiB of data segment; on
-the H200 box the CUDA build of torch alone held more than 1 GiB of it, so a 1 GiB room that worked
-on a laptop-sized server refused every kernel on the GPU box. And numpy's OpenBLAS reserves
-buffers per thread (about 40 MiB each on the GPU box): the room sets ``OPENBLAS_NUM_THREADS=1``
-(:meth:`labkit.hub.room.Limits.env`), and this measure runs with the room's thread settings.
+the kit: the CUDA build of torch holds several times the data segment of the CPU build, so one
+floor for both either wastes a laptop-sized server or refuses every kernel on the GPU box (the
+record holds both). And numpy's OpenBLAS reserves buffers per thread: the room sets
+``OPENBLAS_NUM_THREADS=1`` (:func:`labkit.hub.room.math_threads_env`), and this measure runs with
+the room's thread settings, and once with the threads left alone to show what that saves.
 
     python -m labkit.hub.kernel_memory            # print the figures for this machine
     python -m labkit.hub.kernel_memory --record   # and write labkit/data/hub/kernel_memory.json
@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from labkit.hub import workload
+from labkit.hub.room import math_threads_env, torch_build
 from labkit.room_limits import GPU_SHARE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,22 +68,11 @@ print("LABKIT_MEMORY " + json.dumps({"ok": True, "peak_vmdata": max(peak[0], vmd
 """
 
 
-def torch_build() -> str:
-    """'cuda' or 'cpu', the build of torch this environment has (see labkit.hub.room.torch_build)."""
-    from labkit.hub.room import torch_build as build
-
-    return build()
-
-
 def thread_env(threads: int | None) -> dict[str, str]:
-    """The math libraries' threads as a room sets them (`threads` per kernel), or as left alone (None)."""
-    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-    env = {k: v for k, v in os.environ.items() if k not in names}
-    if threads is not None:
-        from labkit.hub.room import Limits
-
-        env.update({k: v for k, v in Limits(2**30, 1.0, 60, threads).env().items() if k in names})
-    return env
+    """This environment with the math libraries' threads as a room sets them (`threads` per kernel),
+    or as left alone (None)."""
+    env = {k: v for k, v in os.environ.items() if k not in math_threads_env(1)}
+    return env if threads is None else {**env, **math_threads_env(threads)}
 
 
 def run_once(cells: list[str], env: dict[str, str], limit: int | None) -> dict:

@@ -26,13 +26,6 @@ LEARNER_FOLDER = "stale-padding-lab"
 START_NOTEBOOK = learner_name(STUDENT_PATH[0])
 DEFAULT_URL = f"/lab/tree/{START_NOTEBOOK}"
 
-
-def start_url(lab: bool = True) -> str:
-    """Where a learner lands: JupyterLab on notebook 00, or where JupyterLab's web app is not installed
-    (the GPU box's carried wheels leave it out) the same notebook served as a file: still a page, so
-    the login goes through the hub's OAuth as in a browser."""
-    return DEFAULT_URL if lab else f"/files/{START_NOTEBOOK}"
-
 # Hub user names, which are also the system users' names on one box ("labkit-learner07"). The
 # instructor is the hub's only admin and has no server of their own.
 LEARNER_PREFIX = "labkit-learner"
@@ -58,6 +51,23 @@ MIN_IDLE_TIMEOUT_S = 10  # the test culls a server this fast; a room wants minut
 # Of the GPU's memory the learners' kernels share this much between them: each CUDA context takes
 # a few hundred MB outside the caching allocator that the share limits.
 GPU_SHARED_PART = 0.9
+
+
+def start_url(lab: bool = True) -> str:
+    """Where a learner lands: JupyterLab on notebook 00, or where JupyterLab's web app is not installed
+    (the GPU box's carried wheels leave it out) the same notebook served as a file: still a page, so
+    the login goes through the hub's OAuth as in a browser."""
+    return DEFAULT_URL if lab else f"/files/{START_NOTEBOOK}"
+
+
+def math_threads_env(threads: int) -> dict[str, str]:
+    """The math libraries' threads in a kernel with `threads` of the box's cores.
+
+    torch's threads (OpenMP, MKL) get the kernel's share: 30 kernels of a thread per core would
+    fight over the cores anyway. numpy's OpenBLAS gets one thread: it reserves buffers per thread
+    (labkit/data/hub/kernel_memory.json: a kernel with the threads left alone holds far more), and
+    the kit's numpy work is small."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
 
 
 def torch_build() -> str:
@@ -98,13 +108,7 @@ class Limits:
 
     def env(self) -> dict[str, str]:
         """What a learner's server finds in its environment (the kit reads the share at import)."""
-        # Each kernel's torch threads are its share of the cores: 30 kernels of a thread per core
-        # would fight over the cores anyway. numpy's OpenBLAS gets one thread: it reserves buffers
-        # per thread (about 40 MiB each on the H200 box, labkit.hub.kernel_memory), and the kit's
-        # numpy work is small.
-        threads = str(self.cpu_threads)
-        return {GPU_SHARE_ENV: f"{self.gpu_memory_fraction:.4f}", "OMP_NUM_THREADS": threads,
-                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": "1"}
+        return {GPU_SHARE_ENV: f"{self.gpu_memory_fraction:.4f}", **math_threads_env(self.cpu_threads)}
 
     def to_json(self) -> dict:
         return asdict(self)
