@@ -45,6 +45,12 @@ ifneq ($(MAKE_VARS_ERROR),)
 $(error $(MAKE_VARS_ERROR))
 endif
 endif
+# Math threads per test process: this process's CPUs shared out among the JOBS processes that run
+# side by side (at least 1). Unshared, each process would start a thread per core, and torch's OpenMP
+# threads spin waiting for one another on oversubscribed cores, so a cell of small tensor ops slows
+# down most when another notebook runs beside it. An OMP_NUM_THREADS set by the caller wins.
+TEST_THREADS := $(or $(OMP_NUM_THREADS),$(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1; print(max(1, n // max(1, int('$(JOBS)'))))"))
+TEST_ENV := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS)
 # worksteal: a worker that runs out takes tests queued on the other (a few tests take far longer
 # than the rest).
 # Notebooks go whole to one worker (loadscope: a notebook's cells share one kernel, in order).
@@ -105,7 +111,7 @@ lint: $(STAMP)
 	@$(TIMED) lint $(BIN)/ruff check .
 
 test-unit: $(STAMP)
-	@$(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser
+	@$(TEST_ENV) $(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser
 
 # The tests of the backend choice again, with LABKIT_BACKEND set (the unit stage runs with it unset).
 # On a CPU, LABKIT_BACKEND=interpreter makes labkit pick at import what it picks unset, so the rest of
@@ -115,7 +121,7 @@ test-unit: $(STAMP)
 BACKEND_CHOICE_TESTS := tests/test_backends.py tests/test_cli.py
 ifeq ($(shell uname -s),Linux)
 test-unit-backend: $(STAMP)
-	@LABKIT_BACKEND=interpreter $(TIMED) unit-interpreter $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+	@$(TEST_ENV) LABKIT_BACKEND=interpreter $(TIMED) unit-interpreter $(BIN)/python -m pytest -q $(XDIST_TESTS) \
 		$(BACKEND_CHOICE_TESTS)
 else
 test-unit-backend:
@@ -129,7 +135,7 @@ test-every-backend: $(STAMP)
 	@for b in unset $$($(BIN)/python -c "import importlib.util as u, torch; t = u.find_spec('triton') is not None; \
 			print('torch', 'interpreter' * t, 'triton' * (t and torch.cuda.is_available()))"); do \
 		echo "== LABKIT_BACKEND=$$b: the unit stage, then the notebooks"; \
-		if [ "$$b" = unset ]; then set -- env -u LABKIT_BACKEND; else set -- env LABKIT_BACKEND=$$b; fi; \
+		if [ "$$b" = unset ]; then set -- env -u LABKIT_BACKEND $(TEST_ENV); else set -- env $(TEST_ENV) LABKIT_BACKEND=$$b; fi; \
 		"$$@" $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser || exit 1; \
 		LABKIT_ANSWERS=$(CURDIR)/build/nbval-answers "$$@" $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) \
 			--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks || exit 1; \
@@ -138,7 +144,7 @@ test-every-backend: $(STAMP)
 # The checkers keep each checked answer (labkit/workshop/answers.py): under test they go to build/,
 # not into notebooks/my_answers/ beside the sources.
 test-notebooks: $(STAMP)
-	@LABKIT_ANSWERS=$(CURDIR)/build/nbval-answers $(TIMED) notebooks $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) --nbval-lax --nbval-current-env \
+	@$(TEST_ENV) LABKIT_ANSWERS=$(CURDIR)/build/nbval-answers $(TIMED) notebooks $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg notebooks
 
 # A room, offline: a fresh wheelhouse (what `make wheelhouse` runs), then binder/'s environment built
@@ -164,7 +170,7 @@ $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
 # ships for Linux only: elsewhere (macOS) the kernels run on the torch backend and this stage says so.
 ifeq ($(shell uname -s),Linux)
 test-triton-next: $(TRITON_NEXT_DIR)/.installed
-	@PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q $(XDIST_TESTS) \
 		tests/test_kernels.py
 else
 test-triton-next:
@@ -177,7 +183,7 @@ endif
 # Triton source is exercised by the unit, notebook and Triton 3.9 stages before it. JOBS notebooks
 # run side by side, each in its own tab and kernel.
 test-browser: $(STAMP)
-	@LABKIT_BACKEND=torch LABKIT_BROWSER_PARALLEL=$(JOBS) $(TIMED) $(BROWSER_SKIP) browser $(BIN)/python -m pytest -q -rs tests/browser
+	@$(TEST_ENV) LABKIT_BACKEND=torch LABKIT_BROWSER_PARALLEL=$(JOBS) $(TIMED) $(BROWSER_SKIP) browser $(BIN)/python -m pytest -q -rs tests/browser
 
 # A JupyterHub for a room on this server, as root (docs/INSTRUCTOR_GUIDE.md, "One shared server"):
 # one system user, JupyterLab and fresh student edition per learner; Ctrl-C closes it and removes them.

@@ -220,6 +220,26 @@ def test_triton_next_is_installed_only_when_missing():
     assert re.search(r"^TRITON_NEXT_DIR := .*\$\(TRITON_NEXT\)", MAKEFILE, re.M)
 
 
+
+@pytest.mark.parametrize("target", ["test-unit", "test-unit-backend", "test-notebooks", "test-triton-next",
+                                    "test-browser"])
+def test_each_pytest_stage_shares_the_cpus_math_threads_among_its_processes(target):
+    # Two test processes with a thread per core each oversubscribe the cores, and torch's OpenMP
+    # threads spin waiting on one another: each process gets cpus // JOBS threads (at least 1).
+    if not sys.platform.startswith("linux") and target in ("test-unit-backend", "test-triton-next"):
+        pytest.skip(f"{target} runs no tests off Linux (Triton ships for Linux only)")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MAKEFLAGS")}
+    for jobs in (1, 2, 4):
+        recipe = subprocess.run(["make", "-n", target, f"JOBS={jobs}"], cwd=ROOT, env=env, capture_output=True,
+                                text=True, check=True).stdout
+        want = max(1, cpus // jobs)
+        assert f"OMP_NUM_THREADS={want} MKL_NUM_THREADS={want}" in recipe, (jobs, recipe[-600:])
+    # A caller's own OMP_NUM_THREADS wins.
+    recipe = subprocess.run(["make", "-n", target, "JOBS=2"], cwd=ROOT, env=env | {"OMP_NUM_THREADS": "3"},
+                            capture_output=True, text=True, check=True).stdout
+    assert "OMP_NUM_THREADS=3 MKL_NUM_THREADS=3" in recipe, recipe[-600:]
+
 # -- a bad value of a make variable: one line, exit 2, before anything runs -------------------------
 
 def _make(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
