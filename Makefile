@@ -35,7 +35,8 @@ ROOM_WHEELHOUSE := build/room-wheelhouse
 # models on one thread), so a worker per core runs the stage nearly that many times faster
 # (README's make-test block has the measured stages). `make test JOBS=1` runs everything in one
 # process, in file order.
-JOBS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)))")
+CPUS := $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)")
+JOBS ?= $(if $(filter 1 2 3,$(CPUS)),$(CPUS),4)
 # Every value above that a user may set (and LABKIT_BACKEND) is checked before anything runs: a bad one
 # stops make with one line that names it and the choices, exit status 2 (scripts/check_make_vars.py).
 ifneq ($(MAKECMDGOALS),clean)
@@ -49,7 +50,8 @@ endif
 # side by side (at least 1). Unshared, each process would start a thread per core, and torch's OpenMP
 # threads spin waiting for one another on oversubscribed cores, so a cell of small tensor ops slows
 # down most when another notebook runs beside it. An OMP_NUM_THREADS set by the caller wins.
-TEST_THREADS := $(or $(OMP_NUM_THREADS),$(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1; print(max(1, n // max(1, int('$(JOBS)'))))"))
+# (expr's `| 1` turns a quotient of 0, more JOBS than CPUs, into 1; JOBS was checked above.)
+TEST_THREADS := $(or $(OMP_NUM_THREADS),$(shell expr $(CPUS) / $(JOBS) \| 1))
 TEST_ENV := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS)
 # worksteal: a worker that runs out takes tests queued on the other (a few tests take far longer
 # than the rest).
