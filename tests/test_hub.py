@@ -372,7 +372,13 @@ def test_a_room_of_three_learners_on_a_real_hub(tmp_path):
     before = _room_users()
     if before:
         pytest.fail(f"users of an earlier room are still on this machine: {before} (python -m labkit hub stop)")
-    hub = RoomProcess(tmp_path / "state", LEARNERS, "--memory", MEMORY, "--idle-timeout", "30", cwd=ROOT)
+    # Started with SIGINT ignored, as a child of a launcher or test worker that ignores it inherits it:
+    # Ctrl-C must close the room all the same (hub start installs its own handler).
+    inherited = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        hub = RoomProcess(tmp_path / "state", LEARNERS, "--memory", MEMORY, "--idle-timeout", "30", cwd=ROOT)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     try:
         hub.wait_open()
         learners = _log_in_and_start(hub)

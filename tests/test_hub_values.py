@@ -163,3 +163,27 @@ def test_the_memory_bisection_finds_the_smallest_limit_that_passes(monkeypatch, 
     assert found["peak_vmdata_mib"] == peak_mib
     assert needs_mib <= found["smallest_limit_mib"] < needs_mib + step, found
     assert found["smallest_limit_mib"] % step == 0 and len(runs) < 20
+
+
+def test_a_zombie_hub_start_counts_as_gone_so_hub_stop_does_not_wait_on_it():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from labkit.hub import control
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("no /proc here: _alive has only the signal's answer, and a zombie answers it")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        # exited, not yet waited for: a zombie, as a `hub start` is while its parent blocks on `hub stop`
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.05)
+        os.kill(child.pid, 0)  # the signal alone still finds it
+        assert not control._alive(child.pid)
+    finally:
+        child.wait()
+    assert control._alive(os.getpid())

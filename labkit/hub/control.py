@@ -95,6 +95,8 @@ class Room:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` runs. A zombie does not: it has exited and waits for its parent to read its status
+    (a `hub start` whose parent is blocked on `hub stop` is one), so waiting for it to go would wait forever."""
     if pid <= 0:
         return False
     try:
@@ -103,7 +105,11 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): the signal's answer stands
+    return state not in ("Z", "X")
 
 
 def _require_root(what: str) -> None:
@@ -178,10 +184,14 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     stopping: list[int] = []
 
     def _on_signal(signum, _frame):
-        stopping.append(signum)
+        if signum != signal.SIGINT:
+            stopping.append(signum)
         raise KeyboardInterrupt
 
-    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGINT too, not Python's default handler alone: a process started with SIGINT ignored (by a
+    # parent that ignores it, as some launchers and test workers do) keeps it ignored, and Ctrl-C
+    # would never close the room.
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     hub = None
     keep_open = False  # only start(foreground=False) returns with the room still open
     try:
