@@ -60,6 +60,7 @@ XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist workst
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
 .PHONY: hub lab lab-check test lint test-unit test-unit-backend test-every-backend test-notebooks test-room \
+	test-room-begin test-room-end test-triton-next-begin test-triton-next-end \
 	test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
 
@@ -101,8 +102,14 @@ lab: lab-check $(STAMP)
 lab-check:
 	@$(PYTHON) scripts/start_lab.py --check-only --edition "$(EDITION)" $(ARGS)
 
-# Stages in order, cheapest first; each prints its wall time, and the last line sums them up.
-test: test-clock lint test-unit test-unit-backend test-notebooks test-room test-triton-next test-browser
+# Stages in order, cheapest first; each prints its wall time, and the last line gives the whole wall
+# time. Two stages run beside others (-begin, -end), each where a core would otherwise sit idle: the
+# room stage (mostly pip on one core, and the network) beside the unit, backend-choice and notebook
+# stages, and the Triton 3.9 stage beside the browser stage (whose processes wait on one another:
+# page loads, kernel starts, polls). A background stage's output is shown at its end; a stage that
+# fails before then stops make, and make's exit ends the background stage.
+test: test-clock lint test-room-begin test-unit test-unit-backend test-notebooks test-room-end \
+	test-triton-next-begin test-browser test-triton-next-end
 	@$(TIMED) --summary
 
 test-clock:
@@ -153,11 +160,18 @@ test-notebooks: $(STAMP)
 # from it alone as repo2docker would (a new venv stands in for conda), notebook 00 under nbval and
 # the exercise checkers of 07 in it (tests/test_room_setup.py). One process: it is mostly pip.
 # (No $(MAKE) in the recipe: `make -n` would run that line, and the tests dry-run this target.)
+ROOM_STAGE = sh -c 'rm -rf $(ROOM_WHEELHOUSE) && \
+	$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
+	LABKIT_ROOM_WHEELHOUSE=$(ROOM_WHEELHOUSE) LABKIT_ROOM_PYTHON=$(PYTHON) \
+	$(BIN)/python -m pytest -q -s -p no:xdist -p no:cacheprovider tests/test_room_setup.py'
 test-room: $(STAMP)
-	@$(TIMED) room sh -c 'rm -rf $(ROOM_WHEELHOUSE) && \
-		$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
-		LABKIT_ROOM_WHEELHOUSE=$(ROOM_WHEELHOUSE) LABKIT_ROOM_PYTHON=$(PYTHON) \
-		$(BIN)/python -m pytest -q -s -p no:xdist -p no:cacheprovider tests/test_room_setup.py'
+	@$(TIMED) room $(ROOM_STAGE)
+# The same stage in `make test`, in the background: $$PPID is the make running the recipe, and the
+# stage ends if that make exits first.
+test-room-begin: $(STAMP)
+	@$(TIMED) --background $$PPID room $(ROOM_STAGE)
+test-room-end:
+	@$(TIMED) --wait room
 
 # Timed as its own stage (first run only), so that the summary's total is the whole wall time.
 $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
@@ -170,13 +184,19 @@ $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
 # Kernel tests again under the newest Triton's interpreter, in JOBS workers as the unit stage (the
 # interpreter runs on one thread, and a few of these tests outweigh the workers' start). Triton
 # ships for Linux only: elsewhere (macOS) the kernels run on the torch backend and this stage says so.
+# In make test it runs in the background (-begin, -end), as the room stage does.
+TRITON_NEXT_STAGE = $(BIN)/python -m pytest -q $(XDIST_TESTS) tests/test_kernels.py
 ifeq ($(shell uname -s),Linux)
 test-triton-next: $(TRITON_NEXT_DIR)/.installed
-	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(BIN)/python -m pytest -q $(XDIST_TESTS) \
-		tests/test_kernels.py
+	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(TRITON_NEXT_STAGE)
+test-triton-next-begin: $(TRITON_NEXT_DIR)/.installed
+	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) --background $$PPID triton-$(TRITON_NEXT) $(TRITON_NEXT_STAGE)
+test-triton-next-end:
+	@$(TIMED) --wait triton-$(TRITON_NEXT)
 else
-test-triton-next:
+test-triton-next test-triton-next-begin:
 	@echo "== stage triton-$(TRITON_NEXT): skipped, Triton is published for Linux only"
+test-triton-next-end:
 endif
 
 # Every notebook in JupyterLab, in Debian's Chromium (apt-get install -y chromium; never

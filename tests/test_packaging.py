@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -162,10 +163,24 @@ def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
 
 
 def test_make_test_runs_the_linter_first_and_every_stage():
-    (prereqs,) = re.findall(r"^test:([^\n]*)", MAKEFILE, re.M)
-    stages = [s for s in prereqs.split() if s != "test-clock"]
-    assert stages == ["lint", "test-unit", "test-unit-backend", "test-notebooks", "test-room", "test-triton-next",
-                      "test-browser"]
+    (prereqs,) = re.findall(r"^test:((?:[^\n]*\\\n)*[^\n]*)", MAKEFILE, re.M)
+    stages = [s for s in prereqs.replace("\\\n", " ").split() if s != "test-clock"]
+    # The room stage begins after the linter, runs beside the three stages that follow, and is waited
+    # for; the Triton 3.9 stage runs beside the browser stage.
+    assert stages == ["lint", "test-room-begin", "test-unit", "test-unit-backend", "test-notebooks", "test-room-end",
+                      "test-triton-next-begin", "test-browser", "test-triton-next-end"]
+    # The same stage either way: in the background within make test, in the foreground alone.
+    triton = "triton-" + re.search(r"^TRITON_NEXT := (\S+)", MAKEFILE, re.M).group(1)
+    for stage, target in (("room", "test-room"), (triton, "test-triton-next")):
+        begin, alone = _make_dry_run(f"{target}-begin"), _make_dry_run(target)
+        if not sys.platform.startswith("linux") and target == "test-triton-next":
+            assert "skipped" in begin and "skipped" in alone
+            continue
+        began = re.search(rf"scripts/timed --background \$PPID {stage} (.*)", begin)
+        ran = re.search(rf"scripts/timed {stage} (.*)", alone)
+        assert began and ran and began.group(1) == ran.group(1), (begin, alone)
+        assert begin[:began.start()] == alone[:ran.start()], (begin, alone)  # the same environment
+        assert _make_dry_run(f"{target}-end").strip() == f"scripts/timed --wait {stage}"
 
 
 def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too():
@@ -313,6 +328,43 @@ def test_timed_reports_each_stage_and_passes_on_pytest_exit_5_only_when_allowed(
                         ["broken", "FAILED(exit-1)"]]
     summary = _timed("--summary", log=log).stdout
     assert all(name in summary for name in ("ok", "browser", "strict", "broken", "total"))
+
+
+def test_a_background_stage_shows_its_output_and_status_when_waited_for_and_the_summary_gives_the_wall(tmp_path):
+    log = tmp_path / "times.txt"
+    me = str(os.getpid())  # the process the stage lives beside (make, in make test)
+    assert _timed("--reset", log=log).returncode == 0
+    begun = _timed("--background", me, "bg", "sh", "-c", "printf '%s-%s\\n' from the-stage; sleep 4", log=log)
+    assert begun.returncode == 0 and "from-the-stage" not in begun.stdout  # held back until the wait
+    assert _timed("fg", "sleep", "4", log=log).returncode == 0  # a stage meanwhile, side by side
+    waited = _timed("--wait", "bg", log=log)
+    assert waited.returncode == 0 and "from-the-stage" in waited.stdout and "passed" in waited.stdout
+    failing = _timed("--background", me, "bad", "sh", "-c", "exit 3", log=log)
+    assert failing.returncode == 0
+    assert _timed("--wait", "bad", log=log).returncode == 3
+    assert [line.split()[::2] for line in log.read_text().splitlines()] == [
+        ["fg", "passed"], ["bg", "passed"], ["bad", "FAILED(exit-3)"]]
+    summary = _timed("--summary", log=log).stdout
+    total = re.search(r"total\s+(\d+) s.*add up to (\d+) s", summary)
+    assert total and int(total.group(1)) < int(total.group(2)), summary  # the wall, not the sum
+    nothing = _timed("--wait", "never-started", log=log)
+    assert nothing.returncode == 2 and "never-started" in nothing.stderr
+
+
+def test_a_background_stage_ends_when_the_make_beside_it_exits(tmp_path):
+    log = tmp_path / "times.txt"
+    make = subprocess.Popen(["sleep", "2"])  # stands in for a make whose next stage fails
+    # SIGINT first, as Ctrl-C, so that a pytest in the stage runs its teardown.
+    stage = "import time\ntry:\n    time.sleep(317)\nexcept KeyboardInterrupt:\n    print('teardown-ran')"
+    begun = _timed("--background", str(make.pid), "long", sys.executable, "-c", stage, log=log)
+    assert begun.returncode == 0
+    make.wait()
+    started = time.monotonic()
+    waited = _timed("--wait", "long", log=log)
+    assert waited.returncode != 0 and time.monotonic() - started < 60
+    assert "the make that started it has exited" in waited.stdout and "teardown-ran" in waited.stdout
+    leftover = subprocess.run(["pgrep", "-f", "time.sleep.317"], capture_output=True, text=True).stdout
+    assert leftover.strip() == ""
 
 
 # -- scripts/start_lab.py: make lab as root and not ------------------------------------------------
