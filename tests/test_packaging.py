@@ -180,7 +180,7 @@ def test_make_test_runs_the_linter_first_and_every_stage():
         ran = re.search(rf"scripts/timed {stage} (.*)", alone)
         assert began and ran and began.group(1) == ran.group(1), (begin, alone)
         assert begin[:began.start()] == alone[:ran.start()], (begin, alone)  # the same environment
-        assert _make_dry_run(f"{target}-end").strip() == f"scripts/timed --wait {stage}"
+        assert f"scripts/timed --wait {stage}" in _make_dry_run(f"{target}-end").splitlines()
 
 
 def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too():
