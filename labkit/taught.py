@@ -368,7 +368,11 @@ def render_make_test(record: dict) -> str:
     prefix = FRESH_CLONE + " stage "
     stages = {what.removeprefix(prefix): entry for what, entry in commands.items() if what.startswith(prefix)}
     rows = ["| stage | seconds |", "| --- | --- |"]
-    rows += [f"| {name} | {_span(entry['seconds'], '{:.0f}')} |" for name, entry in stages.items()]
+    # A stage that ran in the background (scripts/timed logs it "passed beside") overlapped the ones
+    # after it: the stages then add up to more than the whole command's wall time.
+    beside = [name for name, entry in stages.items() if entry.get("note", "").endswith(" beside")]
+    rows += [f"| {name}{' (beside other stages)' * (name in beside)} | {_span(entry['seconds'], '{:.0f}')} |"
+             for name, entry in stages.items()]
     prov = whole["provenance"]
     verdict = "passed" if whole["ok"] else "FAILED"
     rows.append(f"| **whole command** ({verdict}) | **{_span(whole['seconds'], '{:.0f}')}** |")
@@ -381,9 +385,11 @@ def render_make_test(record: dict) -> str:
     commit = prov.get("commit")
     measured = f"commit {commit[:7]}" if commit else "a commit the record does not name"
     note = f" Commit {commit[:7]}: {prov['commit_note']}." if commit and prov.get("commit_note") else ""
+    overlap = (f" {' and '.join(beside)} ran in the background, beside other stages, so the stages add up to more "
+               "than the whole command, which is the wall clock." if beside else "")
     return "\n".join(rows) + (
         f"\n\nMeasured in a fresh clone of {measured} (set-up included; Chromium already installed) "
-        f"{prov['date']} on {prov['machine']}; target: {target}.{note} "
+        f"{prov['date']} on {prov['machine']}; target: {target}.{overlap}{note} "
         "`labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")
 
 

@@ -342,9 +342,10 @@ def test_a_background_stage_shows_its_output_and_status_when_waited_for_and_the_
     failing = _timed("--background", me, "bad", "sh", "-c", "exit 3", log=log)
     assert failing.returncode == 0
     assert _timed("--wait", "bad", log=log).returncode == 3
-    assert [line.split()[::2] for line in log.read_text().splitlines()] == [
-        ["fg", "passed"], ["bg", "passed"], ["bad", "FAILED(exit-3)"]]
+    assert [line.split()[:1] + line.split()[2:] for line in log.read_text().splitlines()] == [
+        ["fg", "passed"], ["bg", "passed", "beside"], ["bad", "FAILED(exit-3)", "beside"]]
     summary = _timed("--summary", log=log).stdout
+    assert re.search(r"bg\s+\d+ s  passed, beside other stages", summary), summary
     total = re.search(r"total\s+(\d+) s.*add up to (\d+) s", summary)
     assert total and int(total.group(1)) < int(total.group(2)), summary  # the wall, not the sum
     nothing = _timed("--wait", "never-started", log=log)

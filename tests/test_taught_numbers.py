@@ -224,6 +224,12 @@ def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
     record["commands"]["make test (fresh clone)"]["ok"] = False
     assert "(FAILED)" in taught.render_make_test(record)
     assert "No fresh-clone run" in taught.render_make_test({"commands": {}})
+    assert "beside" not in taught.render_make_test(record)
+    # A stage that ran in the background is marked, and the block says why the stages outsum the whole.
+    record["commands"]["make test (fresh clone) stage room"]["note"] = "passed beside"
+    text = " ".join(taught.render_make_test(record).split())
+    assert "| room (beside other stages) | 71 |" in text and "| unit | 120 |" in text
+    assert "room ran in the background, beside other stages" in text and "the wall clock" in text
 
 
 def test_the_make_test_block_names_its_commit_and_the_target_without_the_set_up():
