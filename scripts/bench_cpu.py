@@ -197,9 +197,14 @@ def provenance(command: str, measured: dict | None = None) -> dict:
 def write_command_record(timings: list[Timing], command: str, path: Path = COMMAND_RECORD) -> Path:
     """Add the measured commands (all but the notebooks) to `path`, one entry per command: its runs'
     seconds, target and provenance, and for the repro its table. A command measured again replaces
-    its entry; the others stay."""
+    its entry; the others stay. A command measured with its stages ("LABEL stage NAME") replaces all
+    of its old stages too, so that a stage since renamed or removed leaves no stale row, and the
+    stages keep the order they ran in."""
     record = json.loads(path.read_text()) if path.exists() else {}
     commands = record.setdefault("commands", {})
+    for label in {t.what for t in timings}:
+        for old in [what for what in commands if what.startswith(f"{label} stage ")]:
+            del commands[old]
     for what in dict.fromkeys(t.what for t in timings):
         runs = [t for t in timings if t.what == what]
         entry = {"seconds": [round(t.seconds, 2) for t in runs], "target_s": runs[0].target_s,

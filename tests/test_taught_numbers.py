@@ -262,6 +262,12 @@ def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
     record = json.loads(path.read_text())
     assert record["commands"][taught.FRESH_CLONE]["provenance"]["commit"] == measured["commit"]
     assert record["commands"][taught.FRESH_CLONE]["target_excludes"] == ["set-up"]
+    # Measured again with other stages: the old stages go, the new ones keep their running order.
+    later = [bench.Timing(f"{taught.FRESH_CLONE} stage {name}", 10.0, None, True, commit=measured)
+             for name in ("unit", "lint")]
+    bench.write_command_record([*later, whole], "bench", path=path)
+    stages = [w for w in json.loads(path.read_text())["commands"] if w.startswith(taught.FRESH_CLONE + " stage ")]
+    assert stages == [f"{taught.FRESH_CLONE} stage unit", f"{taught.FRESH_CLONE} stage lint"]
     here = bench.commit_of(ROOT)  # this tree's own, where no clone was measured
     assert here["commit"] is None or len(here["commit"]) == 40
 
