@@ -167,11 +167,14 @@ ROOM_STAGE = sh -c 'rm -rf $(ROOM_WHEELHOUSE) && \
 test-room: $(STAMP)
 	@$(TIMED) room $(ROOM_STAGE)
 # The same stage in `make test`, in the background: $$PPID is the make running the recipe, and the
-# stage ends if that make exits first.
+# stage ends if that make exits first. With JOBS=1 nothing runs beside anything: -begin runs the
+# stage in the foreground and -end has nothing to wait for.
+BESIDE = $(if $(filter 1,$(JOBS)),,--background $$PPID)
+WAIT_FOR = $(if $(BESIDE),@$(TIMED) --wait $(1),@:)
 test-room-begin: $(STAMP)
-	@$(TIMED) --background $$PPID room $(ROOM_STAGE)
+	@$(TIMED) $(BESIDE) room $(ROOM_STAGE)
 test-room-end:
-	@$(TIMED) --wait room
+	$(call WAIT_FOR,room)
 
 # Timed as its own stage (first run only), so that the summary's total is the whole wall time.
 $(TRITON_NEXT_DIR)/.installed: | $(STAMP)
@@ -190,9 +193,9 @@ ifeq ($(shell uname -s),Linux)
 test-triton-next: $(TRITON_NEXT_DIR)/.installed
 	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) triton-$(TRITON_NEXT) $(TRITON_NEXT_STAGE)
 test-triton-next-begin: $(TRITON_NEXT_DIR)/.installed
-	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) --background $$PPID triton-$(TRITON_NEXT) $(TRITON_NEXT_STAGE)
+	@$(TEST_ENV) PYTHONPATH=$(TRITON_NEXT_DIR) $(TIMED) $(BESIDE) triton-$(TRITON_NEXT) $(TRITON_NEXT_STAGE)
 test-triton-next-end:
-	@$(TIMED) --wait triton-$(TRITON_NEXT)
+	$(call WAIT_FOR,triton-$(TRITON_NEXT))
 else
 test-triton-next test-triton-next-begin:
 	@echo "== stage triton-$(TRITON_NEXT): skipped, Triton is published for Linux only"

@@ -181,6 +181,13 @@ def test_make_test_runs_the_linter_first_and_every_stage():
         assert began and ran and began.group(1) == ran.group(1), (begin, alone)
         assert begin[:began.start()] == alone[:ran.start()], (begin, alone)  # the same environment
         assert f"scripts/timed --wait {stage}" in _make_dry_run(f"{target}-end").splitlines()
+        # JOBS=1: one thing at a time, so -begin runs the stage in the foreground and -end waits for nothing.
+        one = subprocess.run(["make", "-n", f"{target}-begin", f"{target}-end", "JOBS=1"], cwd=ROOT,
+                             env={k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}, capture_output=True,
+                             text=True, check=True).stdout
+        assert "--background" not in one and "--wait" not in one
+        alone_one = re.search(rf"scripts/timed +{stage} (.*)", one)
+        assert alone_one and alone_one.group(1) == re.sub(r"-n \d+ --dist worksteal", "-p no:xdist", ran.group(1))
 
 
 def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too():
