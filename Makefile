@@ -106,7 +106,7 @@ lab-check:
 # time. Two stages run beside others (-begin, -end), each where a core would otherwise sit idle: the
 # room stage (mostly pip on one core, and the network) beside the unit, backend-choice and notebook
 # stages, and the Triton 3.9 stage beside the browser stage (whose processes wait on one another:
-# page loads, kernel starts, polls). A background stage's output is shown at its end; a stage that
+# page loads, kernel starts, polls). A background stage's output is shown when it is waited for; a stage that
 # fails before then stops make, and make's exit ends the background stage.
 test: test-clock lint test-room-begin test-unit test-unit-backend test-notebooks test-room-end \
 	test-triton-next-begin test-browser test-triton-next-end

@@ -105,11 +105,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): the signal's answer stands
-    return state not in ("Z", "X")
+    fields = _proc_stat(pid)
+    return fields is None or fields[0] not in ("Z", "X")  # no /proc (not Linux): the signal's answer stands
 
 
 def _require_root(what: str) -> None:
@@ -282,13 +279,18 @@ def _hold_signals(previous: dict) -> None:
         signal.signal(s, still_closing)
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time) of a process, from /proc (None if it is gone)."""
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, from the state on (None if unreadable)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return int(fields[1]), int(fields[19])
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time) of a process, from /proc (None if it is gone)."""
+    fields = _proc_stat(pid)
+    return None if fields is None else (int(fields[1]), int(fields[19]))
 
 
 def _descendants(pid: int) -> list[tuple[int, int]]:
