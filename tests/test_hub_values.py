@@ -187,3 +187,31 @@ def test_a_zombie_hub_start_counts_as_gone_so_hub_stop_does_not_wait_on_it():
     finally:
         child.wait()
     assert control._alive(os.getpid())
+
+
+def test_the_rooms_state_is_replaced_whole_so_a_reader_never_sees_it_half_written(tmp_path, monkeypatch):
+    """The open room rewrites state.json while `hub stop` (or the hub test) may be reading it: a reader
+    holding the file sees one whole version, old or new, never an emptied one, and a write that fails
+    leaves the old record (the users to remove) in place, with no stray file beside it."""
+    import os
+
+    from labkit.hub import control
+
+    room_state = control.Room(state_dir=tmp_path, room_id="r1", learners=["a"], public_url="http://x")
+    room_state.save()
+    with open(room_state.state_file) as reader:  # opened before the rewrite, read after it
+        room_state.hub_pid = 4242
+        room_state.save()
+        assert json.loads(reader.read())["hub_pid"] == 0, "the rewrite emptied the file under its reader"
+    assert control.Room.load(tmp_path).hub_pid == 4242
+    assert room_state.state_file.stat().st_mode & 0o777 == 0o600
+
+    def refuse(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(control.os, "replace", refuse)
+    room_state.hub_pid = 7
+    with pytest.raises(OSError, match="disk full"):
+        room_state.save()
+    assert control.Room.load(tmp_path).hub_pid == 4242
+    assert sorted(os.listdir(tmp_path)) == ["state.json"]

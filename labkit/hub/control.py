@@ -47,9 +47,19 @@ def _free_port() -> int:
 
 
 def _private_write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
+    """Write `path` readable by its owner alone, all at once: the text goes to a private file beside it,
+    which then replaces it. The room rewrites its state while it is open (the processes below the
+    hub), and `hub stop` or a test may read it at any moment: an in-place rewrite would show them an
+    empty or half-written file, and a crash mid-write would lose the record of the users to remove."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _duration(seconds: int) -> str:
