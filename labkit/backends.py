@@ -133,6 +133,86 @@ def _speed_up_interpreter() -> None:
     except Exception:  # pragma: no cover - depends on Triton internals
         pass
     _patch_language_once_per_launch()
+    _remember_numpy_dtypes()
+    _reduce_in_numpy_where_registered()
+
+
+# Reductions with a combine function of the kit's own that the interpreter may run in numpy, by id of
+# the combine function: (the function, its numpy fold). See interpret_reduction_as.
+_NUMPY_FOLDS: dict = {}
+
+
+def interpret_reduction_as(combine_fn, numpy_fold) -> None:
+    """Let Triton's interpreter run ``tl.reduce(x, axis, combine_fn)`` as ``numpy_fold(data, axis)``.
+
+    The interpreter has numpy for tl.max, tl.min, tl.argmax and tl.sum; any other combine function
+    it applies element by element in Python, each call building Triton tensors: for the sampling
+    kernel's NaN-propagating max over a block of 1024 that was three quarters of an interpreted
+    launch. `numpy_fold` must return what that element-by-element fold returns, bit for bit, or None
+    where it cannot tell (the fold then runs as before). Compiled kernels are not touched.
+    tests/test_backends.py checks a registered fold against Triton's own on edge-case blocks."""
+    _NUMPY_FOLDS[id(combine_fn)] = (combine_fn, numpy_fold)
+
+
+def _reduce_in_numpy_where_registered() -> None:
+    try:
+        from triton.runtime import interpreter
+
+        reduce_ops = interpreter.ReduceOps
+        apply_impl = reduce_ops.apply_impl
+    except Exception:  # pragma: no cover - depends on Triton internals
+        return
+    if getattr(apply_impl, "labkit_numpy_folds", False):
+        return
+
+    def apply_with_numpy_folds(self, input):
+        fn, fold = _NUMPY_FOLDS.get(id(self.combine_fn), (None, None))
+        if fn is not self.combine_fn or len(input) != 1 or self.axis is None:
+            return apply_impl(self, input)
+        out = fold(input[0].handle.data, self.axis)
+        if out is None:
+            return apply_impl(self, input)
+        if self.keep_dims:
+            out = out.reshape(out.shape[:self.axis] + (1,) + out.shape[self.axis:])
+        return [self.to_tensor(out, input[0].dtype)]
+
+    apply_with_numpy_folds.labkit_numpy_folds, apply_with_numpy_folds.__wrapped__ = True, apply_impl
+    reduce_ops.apply_impl = apply_with_numpy_folds
+
+
+def _remember_numpy_dtypes() -> None:
+    """Let the interpreter look up each Triton dtype's numpy dtype once, not rebuild the table per call.
+
+    The interpreter asks for the numpy dtype of a Triton dtype at every cast, constant and binary
+    op, and each time builds its table of nineteen dtypes afresh, hashing every key: a tenth of an
+    interpreted kernel's time (notebook 06's audit cells, the capstone). The answer depends on the
+    element type alone, so it is kept per element type (a block of int32 and a scalar int32 give
+    int32; pointers, which Triton's types leave unhashable, are asked of Triton each time, as
+    before). Best-effort, like the options above; tests/test_backends.py checks the same bits.
+    """
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter
+
+        find = interpreter._get_np_dtype
+    except Exception:  # pragma: no cover - depends on Triton internals
+        return
+    if getattr(find, "labkit_remembered", False):
+        return
+    known: dict = {}
+
+    def np_dtype(tt_dtype):
+        scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+        try:
+            return known[scalar]
+        except KeyError:
+            known[scalar] = found = find(scalar)
+            return found
+        except TypeError:  # unhashable (a pointer type): Triton's own answer
+            return find(tt_dtype)
+
+    np_dtype.labkit_remembered, np_dtype.__wrapped__, np_dtype.known = True, find, known  # known: for the test
+    interpreter._get_np_dtype = np_dtype
 
 
 def _patch_language_once_per_launch() -> None:
@@ -151,8 +231,6 @@ def _patch_language_once_per_launch() -> None:
     give the same bits with and without it.
     """
     try:
-        import inspect
-
         import triton.language as tl
         from triton.runtime import interpreter
 
@@ -165,7 +243,9 @@ def _patch_language_once_per_launch() -> None:
     launches: list[set] = []  # per launch in progress: the language modules it has patched
 
     def languages(fn) -> set:
-        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+        # Triton's own test (a module, and in [tl, tl.core]) by identity: a helper's globals may be a
+        # notebook's whole namespace, and this runs at every helper call.
+        return {id(v) for v in fn.__globals__.values() if v is tl or v is tl.core}
 
     def patch_once(fn):
         if launches and launches[-1] and languages(fn) <= launches[-1]:

@@ -179,9 +179,11 @@ def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
 
 @pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="a speed-up of Triton's CPU interpreter")
 @pytest.mark.parametrize("masked", [True, False])
-def test_patching_the_language_once_per_launch_changes_no_bit(monkeypatch, masked):
+def test_the_interpreters_speed_ups_change_no_bit(monkeypatch, masked):
     """labkit.backends skips Triton's re-patching of triton.language at helper calls inside a
-    launch; the kit's kernel (noise helpers, tl.max, tl.argmax) must give the same bits without it."""
+    launch, and keeps each dtype's numpy dtype instead of asking again; the kit's kernel (noise
+    helpers, tl.max, tl.argmax, uint32 and float casts, pointers) must give the same bits without both."""
+    import triton.language as tl
     from kernel_cases import launch_case
     from triton.runtime import interpreter
 
@@ -198,13 +200,67 @@ def test_patching_the_language_once_per_launch_changes_no_bit(monkeypatch, maske
         return out
 
     patch = interpreter._patch_lang
+    np_dtype = interpreter._get_np_dtype
     assert getattr(patch, "labkit_once_per_launch", False), "the speed-up is not installed"
+    assert getattr(np_dtype, "labkit_remembered", False), "the numpy dtypes are not remembered"
     skipped = patch.skipped
     fast = launches()
     assert patch.skipped > skipped, "no helper call inside a launch skipped the re-patching"
+    assert {tl.uint32, tl.float32, tl.int64} <= set(np_dtype.known), "the launches looked up no dtype kept"
+    monkeypatch.setattr(interpreter, "_get_np_dtype", np_dtype.__wrapped__)
     monkeypatch.setattr(interpreter, "_patch_lang", patch.__wrapped__)
     monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__.__wrapped__)
     slow = launches()
     for (tokens_fast, q_fast), (tokens_slow, q_slow) in zip(fast, slow, strict=True):
         assert torch.equal(tokens_fast, tokens_slow)
         assert torch.equal(q_fast, q_slow)
+
+
+if backends.HAS_TRITON:  # at module level: the interpreter finds a kernel's names in its module
+    from labkit.kernels.gumbel_tuning import _max_nan_first
+    from labkit.kernels.triton_import import tl, triton
+
+    @triton.jit
+    def _block_max_kernel(x_ptr, out_ptr, col_ptr, BLOCK: tl.constexpr):
+        """Each row's max, over the row and over each group of 4 kept as a column (keep_dims)."""
+        row = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + row, tl.reduce(tl.load(x_ptr + row * BLOCK + offs), 0, _max_nan_first))
+        group = tl.arange(0, BLOCK // 4)
+        tile = tl.load(x_ptr + row * BLOCK + group[:, None] * 4 + tl.arange(0, 4)[None, :])
+        col = tl.reduce(tile, 1, _max_nan_first, keep_dims=True)  # [BLOCK // 4, 1]
+        tl.store(col_ptr + row * (BLOCK // 4) + group[:, None] + tl.arange(0, 1)[None, :], col)
+
+
+@pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="a speed-up of Triton's CPU interpreter")
+def test_the_sampling_kernels_max_reduces_in_numpy_to_the_interpreters_own_fold():
+    """The block max of the sampling kernel (tl.reduce with a NaN-propagating combine) runs in numpy in
+    the interpreter: the same bits as Triton's element-by-element fold, on blocks with NaN, +-inf, ties,
+    -0.0 beside +0.0, in one axis and along the second axis of a 2-D block kept as a column."""
+    from triton.runtime import interpreter
+
+    nan, inf = float("nan"), float("inf")
+    g = torch.Generator().manual_seed(0)
+    rows = [torch.randn(16, generator=g) for _ in range(3)] + [
+        torch.tensor([1.0, 3.0, 3.0, -2.0] * 4),  # a tie
+        torch.tensor([-1.0, nan, 2.0, nan] + [0.0] * 12),  # NaNs: the fold's own
+        torch.tensor([-0.0, 0.0, -1.0, -0.0] + [-inf] * 12),  # a maximum of zero: the fold's own
+        torch.tensor([-inf] * 15 + [inf]), torch.full((16,), -inf)]
+    x = torch.stack(rows)
+
+    def run():
+        out, col = torch.full((len(rows),), 7.0), torch.full((len(rows), 4), 7.0)
+        _block_max_kernel[(len(rows),)](x, out, col, BLOCK=16)
+        return out, col
+
+    fast = run()
+    patched = interpreter.ReduceOps.apply_impl
+    assert getattr(patched, "labkit_numpy_folds", False), "the numpy folds are not installed"
+    interpreter.ReduceOps.apply_impl = patched.__wrapped__
+    try:
+        slow = run()
+    finally:
+        interpreter.ReduceOps.apply_impl = patched
+    for a, b in zip(fast, slow, strict=True):
+        assert a.numpy().tobytes() == b.numpy().tobytes(), (a, b)
+    assert fast[0][3] == 3.0 and torch.isnan(fast[0][4]) and fast[0][6] == inf

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 
 from labkit import backends as _backend
@@ -150,6 +151,19 @@ def grid_parts(num_rows: int):
 def _max_nan_first(a, b):
     # NaN-propagating max: one instruction (max.NaN) where the plain max would ignore a NaN.
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+def _max_nan_first_in_numpy(data, axis):
+    """What the interpreter's fold of _max_nan_first over `axis` gives, in numpy at once: the maximum,
+    whose bits any order of folding gives -- except where a lane holds a NaN (which NaN the fold
+    returns is its business) or its maximum is zero (-0.0 and +0.0 tie, and the fold's order picks
+    the sign): None there, and the interpreter folds as before. Those are bad inputs and exact
+    ties at zero, rare blocks."""
+    best = np.max(data, axis=axis)  # NaN wherever the lane holds one
+    return None if np.any(np.isnan(best) | (best == 0)) else best
+
+
+_backend.interpret_reduction_as(_max_nan_first, _max_nan_first_in_numpy)
 
 
 @triton.jit
