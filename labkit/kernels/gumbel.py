@@ -384,24 +384,15 @@ def _slot_temperature_and_seed_torch(slots, temperature, seeds, masked):
 
 
 def _store_q_torch(scaled, slots, steps, valid, draft_logits, trace):
-    """Each row's store into q[slot, step], as if one row after another: a later row wins a shared slot.
-
-    Computed at once rather than in a Python loop over rows (run_proof draws 16384 rows a launch): each
-    (slot, step) a live row stores to keeps the highest row that stores there, and only those rows store,
-    so no two stores share a place and the result is what the row-by-row order leaves."""
-    target = draft_logits if draft_logits is not None else trace.writer if trace is not None else None
-    if target is None:
-        return
-    num_slots, k = target.shape[0], target.shape[1]
-    rows = torch.nonzero(valid).flatten()
-    place = slots[rows] * k + steps[rows]  # one number per (slot, step); live slots are >= 0
-    last = torch.full((num_slots * k,), -1, dtype=torch.int64, device=rows.device)
-    last.scatter_reduce_(0, place, rows, reduce="amax")
-    won = last[place] == rows  # the last row storing to its place
-    winners, hit_slots, hit_steps = rows[won], slots[rows[won]], steps[rows[won]]
-    if draft_logits is not None:
-        draft_logits[hit_slots, hit_steps] = scaled[winners].to(draft_logits.dtype)
-    if trace is not None:
-        trace.writer[hit_slots, hit_steps] = winners.to(trace.writer.dtype)
-        trace.writes.index_put_((slots[rows], steps[rows]), torch.ones_like(rows, dtype=trace.writes.dtype),
-                                accumulate=True)
+    """Each row's store into q[slot, step], one row after another (a later row wins a shared slot)."""
+    # The rows' slots and steps as Python numbers first: reading them from the tensors one element per
+    # row cost more than the stores themselves (run_proof launches 16384 rows).
+    rows = zip(valid.tolist(), slots.tolist(), steps.tolist(), strict=True)
+    for row, (live, slot, step) in enumerate(rows):
+        if not live:
+            continue
+        if draft_logits is not None:
+            draft_logits[slot, step] = scaled[row]
+        if trace is not None:
+            trace.writer[slot, step] = row
+            trace.writes[slot, step] += 1
