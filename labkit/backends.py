@@ -23,6 +23,7 @@ import importlib.util
 import os
 import sys
 
+import numpy as np
 import torch
 
 from labkit import room_limits
@@ -147,7 +148,7 @@ def interpret_reduction_as(combine_fn, numpy_fold) -> None:
 
     The interpreter has numpy for tl.max, tl.min, tl.argmax and tl.sum; any other combine function
     it applies element by element in Python, each call building Triton tensors: for the sampling
-    kernel's NaN-propagating max over a block of 1024 that was three quarters of an interpreted
+    kernel's NaN-propagating max over a block of 1024 that was most of an interpreted
     launch. `numpy_fold` must return what that element-by-element fold returns, bit for bit, or None
     where it cannot tell (the fold then runs as before). Compiled kernels are not touched.
     tests/test_backends.py checks a registered fold against Triton's own on edge-case blocks."""
@@ -173,7 +174,7 @@ def _reduce_in_numpy_where_registered() -> None:
         if out is None:
             return apply_impl(self, input)
         if self.keep_dims:
-            out = out.reshape(out.shape[:self.axis] + (1,) + out.shape[self.axis:])
+            out = np.expand_dims(out, self.axis)
         return [self.to_tensor(out, input[0].dtype)]
 
     apply_with_numpy_folds.labkit_numpy_folds, apply_with_numpy_folds.__wrapped__ = True, apply_impl
@@ -184,7 +185,7 @@ def _remember_numpy_dtypes() -> None:
     """Let the interpreter look up each Triton dtype's numpy dtype once, not rebuild the table per call.
 
     The interpreter asks for the numpy dtype of a Triton dtype at every cast, constant and binary
-    op, and each time builds its table of nineteen dtypes afresh, hashing every key: a tenth of an
+    op, and each time builds its table of nineteen dtypes afresh, hashing every key: a large share of an
     interpreted kernel's time (notebook 06's audit cells, the capstone). The answer depends on the
     element type alone, so it is kept per element type (a block of int32 and a scalar int32 give
     int32; pointers, which Triton's types leave unhashable, are asked of Triton each time, as
