@@ -206,7 +206,7 @@ endif
 # `playwright install`). This stage checks the lab itself -- every notebook runs in JupyterLab,
 # the widgets answer -- so its kernels use the torch backend (far faster than the interpreter); the
 # Triton source is exercised by the unit, notebook and Triton 3.9 stages before it. JOBS notebooks
-# run side by side, each in its own tab and kernel.
+# run side by side, each in its own kernel, in as many pages of one JupyterLab.
 test-browser: $(STAMP)
 	@$(TEST_ENV) LABKIT_BACKEND=torch LABKIT_BROWSER_PARALLEL=$(JOBS) $(TIMED) $(BROWSER_SKIP) browser $(BIN)/python -m pytest -q -rs tests/browser
 

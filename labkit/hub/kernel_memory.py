@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "labkit" / "data" / "hub" / "kernel_memory.json"
 MIB = 2**20
 RESOLUTION_MIB = 16
-# The share of the GPU a kernel gets in a room of three (the hub test's room).
+# The share of the GPU a kernel gets in a room of three (what the record was measured with).
 GPU_SHARE = {GPU_SHARE_ENV: "0.3000"}
 
 # Run in the child: each cell in an IPython shell (the kernels' own cell runner, magics included),

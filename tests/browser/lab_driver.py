@@ -5,8 +5,9 @@
   runtime folders, so nothing from the user's JupyterLab leaks in and nothing leaks out.
 * :func:`launch_browser` starts Chromium headless with a fresh ``--user-data-dir`` (Playwright
   takes that as ``launch_persistent_context``'s first argument, not as a flag).
-* :class:`NotebookPage` opens a notebook, runs Run > Run All Cells, waits until the kernel is
-  idle and no cell is queued, reports error and stderr outputs, and moves an ipywidgets slider.
+* :class:`NotebookPage` opens a notebook (on its URL, or from the file browser of a page that shows
+  JupyterLab already), runs Run > Run All Cells, waits until the kernel is idle and no cell is
+  queued, reports error and stderr outputs, moves an ipywidgets slider, and closes the notebook.
 
 Nothing here downloads anything: the browser is the system's ``chromium`` package.
 """
@@ -267,12 +268,21 @@ class NotebookPage:
         self.page = page
         self.server = server
         self.notebook = notebook
-        self.open_seconds: float | None = None  # page load and kernel start, set by run_notebooks
+        self.open_seconds: float | None = None  # opening and kernel start, set by run_notebooks
 
     def open(self, timeout_s: float = 300.0) -> None:
+        """Open the notebook and wait for its kernel. A page that shows this server's JupyterLab already
+        (the notebook before was closed in it) opens it as a learner does, by a double click in the file
+        browser; a new page loads JupyterLab on the notebook's URL. Loading the web app is most of what
+        Chromium spends on a notebook: a load takes several times the CPU of opening one in it."""
         # Generous: on a busy 2-core CI machine JupyterLab took over 120 s to render the explorer
         # notebook (02, ~700 kB of stored figures) right after another notebook's run.
-        self.page.goto(self.server.lab_url(self.notebook), timeout=timeout_s * 1000)
+        if self.page.url.startswith(f"{self.server.url}/lab"):
+            item = self.page.locator(".jp-DirListing-item", has_text=self.notebook).first
+            item.wait_for(state="visible", timeout=30_000)
+            item.dblclick()
+        else:
+            self.page.goto(self.server.lab_url(self.notebook), timeout=timeout_s * 1000)
         self.page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell",
                                     timeout=timeout_s * 1000)
         # The kernel is ready when the toolbar's kernel name shows and the session reports idle.
@@ -329,6 +339,22 @@ class NotebookPage:
         return RunReport(self.notebook, time.monotonic() - self._run_started, len(prompts), executed,
                          self.error_outputs(), self._dialogs(), self.news_prompt_shown(),
                          getattr(self, "widgets_as_text", []))
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """File > Close Tab, discarding the run's outputs (the server's copy keeps what was stored), then
+        end the notebook's session and kernel: the page is left showing JupyterLab with no notebook
+        open, for the next one. Raises if a notebook panel is still there."""
+        self.menu("File", "Close Tab")
+        save = self.page.locator(".jp-Dialog", has_text="Save changes")
+        try:
+            save.wait_for(state="visible", timeout=5_000)
+        except Exception:  # noqa: BLE001 - a notebook the run left unchanged closes without asking
+            pass
+        else:
+            save.locator("button", has_text="Discard").click()
+        self.page.wait_for_function("document.querySelectorAll('.jp-NotebookPanel, .jp-Dialog').length === 0",
+                                    timeout=timeout_s * 1000)
+        self.server.close_session(self.notebook)
 
     def widgets_shown_as_text(self) -> list[str]:
         """Outputs that show a widget's plain-text stand-in (``VBox(children=...``): its saved state did
@@ -420,19 +446,22 @@ class NotebookPage:
 def run_notebooks(context, server: LabServer, names: list[str], *, parallel: int = 1,
                   timeout_s: float = 900.0, keep_open: tuple[str, ...] = (),
                   screenshots: Path | None = None) -> tuple[dict, dict]:
-    """Open and Run All every notebook in `names`, `parallel` at a time, each in its own page and
-    kernel; return ({name: RunReport or the exception that stopped it}, {name: NotebookPage}).
+    """Open and Run All every notebook in `names`, `parallel` at a time, each in its own kernel; return
+    ({name: RunReport or the exception that stopped it}, {name: NotebookPage}).
 
     Kernels mostly run one Python thread, so on 2 cores two notebooks side by side finish sooner
-    than one after the other (the browser stage: 168 s one at a time, 120 s two at a time; three
-    took 123 s). A finished notebook's kernel is shut down and its page
-    closed, except those whose name starts with one of `keep_open` (a later test uses them).
-    Screenshots of every page (``NAME.png``, or ``NAME-FAILED.png``) go to `screenshots`.
+    than one after the other. Each of the `parallel` pages loads JupyterLab once and opens its next
+    notebook from the file browser once the one before is closed (its kernel shut down), as a
+    learner goes from notebook to notebook. A notebook whose name starts with one of `keep_open`
+    stays open with its kernel (a later test uses it), and its page takes no other; nor does a page
+    whose notebook failed or raised a dialog: the next one gets a new page. Screenshots of every
+    notebook at the end of its run (``NAME.png``, or ``NAME-FAILED.png``) go to `screenshots`.
     """
     results: dict = {}
     pages: dict = {}
     queue = list(names)
     active: list[tuple[str, NotebookPage, float]] = []
+    free: list = []  # pages showing JupyterLab with nothing open, ready for the next notebook
 
     def finish(name: str, nb: NotebookPage, outcome) -> None:
         results[name] = outcome
@@ -442,14 +471,22 @@ def run_notebooks(context, server: LabServer, names: list[str], *, parallel: int
                 nb.screenshot(screenshots / f"{Path(name).stem}{suffix}.png")
             except Exception:  # noqa: BLE001 - the run's own outcome is what matters
                 pass
-        if not (keep_open and name.startswith(keep_open)):
-            server.close_session(name)  # idle kernels would only take memory
-            nb.page.close()
+        if keep_open and name.startswith(keep_open):
+            return
+        if isinstance(outcome, RunReport) and not outcome.dialogs:
+            try:
+                nb.close()
+                free.append(nb.page)
+                return
+            except Exception:  # noqa: BLE001 - the page is given up below; the run's outcome stands
+                pass
+        server.close_session(name)  # idle kernels would only take memory
+        nb.page.close()
 
     while queue or active:
         while queue and len(active) < max(1, parallel):
             name = queue.pop(0)
-            nb = pages[name] = NotebookPage(context.new_page(), server, name)
+            nb = pages[name] = NotebookPage(free.pop() if free else context.new_page(), server, name)
             try:
                 opened = time.monotonic()
                 nb.open()

@@ -2,9 +2,11 @@
 
 For every notebook: open it, Run > Run All Cells, wait for its kernel to go idle, and fail on any
 error or stderr output, any dialog (a dead kernel), or any cell that did not run. Notebooks run
-``LABKIT_BROWSER_PARALLEL`` at a time (default: 2, or 1 on one CPU), each in its own tab and
-kernel. In the explorer notebook (02), move the step slider and check that the figure's bytes
-changed. Screenshots go to ``$LABKIT_SCREENSHOTS`` (default ``screenshots/``, gitignored).
+``LABKIT_BROWSER_PARALLEL`` at a time (default: 2, or 1 on one CPU), each in its own kernel, in as
+many pages: each page loads JupyterLab once and opens its next notebook from the file browser when
+the one before is closed, as a learner goes on. In the explorer notebook (02), move the step slider
+and check that the figure's bytes changed. Screenshots go to ``$LABKIT_SCREENSHOTS`` (default
+``screenshots/``, gitignored).
 
 Skips, with the reason, when Chromium, playwright or jupyterlab is missing -- unless
 ``LABKIT_REQUIRE_BROWSER=1``, which turns the skip into a failure (for CI). ``LABKIT_CHROMIUM``
