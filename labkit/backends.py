@@ -136,6 +136,7 @@ def _speed_up_interpreter() -> None:
     _patch_language_once_per_launch()
     _remember_numpy_dtypes()
     _reduce_in_numpy_where_registered()
+    _call_twins_where_registered()
 
 
 # Reductions with a combine function of the kit's own that the interpreter may run in numpy, by id of
@@ -179,6 +180,61 @@ def _reduce_in_numpy_where_registered() -> None:
 
     apply_with_numpy_folds.labkit_numpy_folds, apply_with_numpy_folds.__wrapped__ = True, apply_impl
     reduce_ops.apply_impl = apply_with_numpy_folds
+
+
+# @jit helpers of the kit's own that the interpreter may run as a reference of the same bits, by id of
+# the helper's Python function: (the function, its twin). See interpret_helper_as.
+_HELPER_TWINS: dict = {}
+
+
+def interpret_helper_as(helper, twin) -> None:
+    """Let Triton's interpreter run a call of the @jit helper `helper` inside a kernel as `twin`.
+
+    Interpreted, every Triton operation costs tens of microseconds of type checks and wrapping
+    whatever the block's size, and the noise helpers (a 32-bit hash: a dozen multiplies, shifts and
+    xors per call) were about half of an interpreted launch of the learner's kernel in the capstone.
+    `twin` gets the arguments' numpy data (a scalar is an array of one element) and returns
+    ``(data, triton dtype)`` of the helper's result, bit for bit what the helper returns, or None
+    where it cannot tell (the helper then runs as Triton source). Compiled kernels are not touched,
+    nor is a call outside a kernel. tests/test_backends.py checks each registered twin against
+    Triton's own run of the helper, and the 2**24-draw test of tests/test_kernels.py runs the Triton
+    source itself."""
+    fn = getattr(helper, "fn", None)  # the Python function of a JITFunction or InterpretedFunction
+    if fn is not None:
+        _HELPER_TWINS[id(fn)] = (fn, twin)
+
+
+def _call_twins_where_registered() -> None:
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter
+
+        cls = interpreter.InterpretedFunction
+        call, handle = cls.__call__, interpreter.TensorHandle
+    except Exception:  # pragma: no cover - depends on Triton internals
+        return
+    if getattr(call, "labkit_twins", False):
+        return
+
+    def call_twin_where_registered(self, *args, **kwargs):
+        fn, twin = _HELPER_TWINS.get(id(self.fn), (None, None))
+        if fn is not self.fn or kwargs or not all(isinstance(a, tl.tensor) for a in args):
+            return call(self, *args, **kwargs)
+        out = twin(*(a.handle.data for a in args))
+        if out is None:
+            return call(self, *args, **kwargs)
+        call_twin_where_registered.twinned += 1
+        data, dtype = out
+        blocks = [tuple(a.type.shape) for a in args if a.type.is_block()]
+        if not blocks:
+            return tl.tensor(handle(np.ascontiguousarray(data).reshape(1), dtype), dtype)
+        shape = np.broadcast_shapes(*blocks)
+        return tl.tensor(handle(np.ascontiguousarray(np.broadcast_to(data, shape)), dtype),
+                         tl.block_type(dtype, list(shape)))
+
+    call_twin_where_registered.labkit_twins, call_twin_where_registered.__wrapped__ = True, call
+    call_twin_where_registered.twinned = 0  # calls a twin answered: for the tests
+    cls.__call__ = call_twin_where_registered
 
 
 def _remember_numpy_dtypes() -> None:

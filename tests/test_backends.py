@@ -181,8 +181,9 @@ def test_interpreter_and_torch_backends_reproduce_the_same_run(models):
 @pytest.mark.parametrize("masked", [True, False])
 def test_the_interpreters_speed_ups_change_no_bit(monkeypatch, masked):
     """labkit.backends skips Triton's re-patching of triton.language at helper calls inside a
-    launch, and keeps each dtype's numpy dtype instead of asking again; the kit's kernel (noise
-    helpers, tl.max, tl.argmax, uint32 and float casts, pointers) must give the same bits without both."""
+    launch, keeps each dtype's numpy dtype instead of asking again, and runs the noise helpers as
+    their torch twins; the kit's kernel (noise helpers, tl.max, tl.argmax, uint32 and float casts,
+    pointers) must give the same bits without all three."""
     import triton.language as tl
     from kernel_cases import launch_case
     from triton.runtime import interpreter
@@ -203,10 +204,14 @@ def test_the_interpreters_speed_ups_change_no_bit(monkeypatch, masked):
     np_dtype = interpreter._get_np_dtype
     assert getattr(patch, "labkit_once_per_launch", False), "the speed-up is not installed"
     assert getattr(np_dtype, "labkit_remembered", False), "the numpy dtypes are not remembered"
-    skipped = patch.skipped
+    twins = interpreter.InterpretedFunction.__call__
+    assert getattr(twins, "labkit_twins", False), "the helpers' twins are not installed"
+    skipped, twinned = patch.skipped, twins.twinned
     fast = launches()
     assert patch.skipped > skipped, "no helper call inside a launch skipped the re-patching"
-    assert {tl.uint32, tl.float32, tl.int64} <= set(np_dtype.known), "the launches looked up no dtype kept"
+    assert twins.twinned > twinned, "no noise helper ran as its twin"
+    assert {tl.float32, tl.int64} <= set(np_dtype.known), "the launches looked up no dtype kept"
+    monkeypatch.setattr(interpreter.InterpretedFunction, "__call__", twins.__wrapped__)
     monkeypatch.setattr(interpreter, "_get_np_dtype", np_dtype.__wrapped__)
     monkeypatch.setattr(interpreter, "_patch_lang", patch.__wrapped__)
     monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__.__wrapped__)
@@ -214,6 +219,56 @@ def test_the_interpreters_speed_ups_change_no_bit(monkeypatch, masked):
     for (tokens_fast, q_fast), (tokens_slow, q_slow) in zip(fast, slow, strict=True):
         assert torch.equal(tokens_fast, tokens_slow)
         assert torch.equal(q_fast, q_slow)
+
+
+if backends.HAS_TRITON:  # at module level: the interpreter finds a kernel's names in its module
+    from labkit.kernels.noise import row_key, uniform
+    from labkit.kernels.triton_import import tl, triton
+
+    @triton.jit
+    def _noise_kernel(seed_ptr, pos_ptr, index_ptr, key_ptr, u_ptr, grid_ptr, salt, BLOCK: tl.constexpr):
+        """Per program: a row's key (scalars), its uniforms over a block of indices, and over a 2-D
+        block of (key, index) pairs where the key is a column."""
+        row = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        key = row_key(tl.load(seed_ptr + row), tl.load(pos_ptr + row), salt)
+        tl.store(key_ptr + row, key)
+        index = tl.load(index_ptr + row * BLOCK + offs)
+        tl.store(u_ptr + row * BLOCK + offs, uniform(key, index))
+        keys = (key + offs.to(tl.uint32))[:, None]  # [BLOCK, 1] against [1, BLOCK]
+        tl.store(grid_ptr + row * BLOCK * BLOCK + offs[:, None] * BLOCK + offs[None, :], uniform(keys, offs[None, :]))
+
+
+@pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="a speed-up of Triton's CPU interpreter")
+@pytest.mark.parametrize("salt", [0x2545F491, 0x7FFFFFFF, -5])
+def test_the_noise_helpers_twins_give_the_bits_of_their_triton_source(monkeypatch, salt):
+    """row_key and uniform run as their torch twins in the interpreter: the same keys and uniforms as
+    Triton's own run of their source, for seeds of every sign and with high bits, positions past
+    2**32, negative and large indices, scalar, 1-D and broadcast 2-D calls, and any int32 salt."""
+    from triton.runtime import interpreter
+
+    g = torch.Generator().manual_seed(1)
+    seed = torch.tensor([0, 1, -1, 2**62 + 12345, -(2**40) - 7, 2**31, 123456789012, -2**63], dtype=torch.int64)
+    pos = torch.tensor([0, 5, 2**32 + 3, 2**33 - 1, 17, 2**31, 2**40, 7], dtype=torch.int64)
+    block = 16
+    index = torch.randint(-2**31, 2**31 - 1, (len(seed), block), generator=g, dtype=torch.int32)
+    index[0] = torch.arange(block)
+
+    def run():
+        key = torch.zeros(len(seed), dtype=torch.int64)  # uint32 stored into int64 slots: no sign to lose
+        u, grid = torch.zeros(len(seed), block), torch.zeros(len(seed), block, block)
+        _noise_kernel[(len(seed),)](seed, pos, index, key, u, grid, salt, BLOCK=block)
+        return key, u, grid
+
+    twins = interpreter.InterpretedFunction.__call__
+    assert getattr(twins, "labkit_twins", False), "the helpers' twins are not installed"
+    before = twins.twinned
+    fast = run()
+    assert twins.twinned >= before + 3 * len(seed), "the helpers did not run as their twins"
+    monkeypatch.setattr(interpreter.InterpretedFunction, "__call__", twins.__wrapped__)
+    for got, want in zip(fast, run(), strict=True):  # against the Triton source's own run
+        assert torch.equal(got, want)
+    assert len(set(fast[0].tolist())) == len(seed)  # distinct keys: the comparison is not of zeros
 
 
 if backends.HAS_TRITON:  # at module level: the interpreter finds a kernel's names in its module

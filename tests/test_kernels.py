@@ -10,6 +10,7 @@ import pytest
 import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, ORDERED, Q_TOL, assert_q_from_rows, launch_case, scaled_rows
 
+from labkit import backends
 from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.kernels import (
     SamplingState,
@@ -407,13 +408,20 @@ if KERNEL_BACKEND != "torch":
 
 
 @pytest.mark.skipif(KERNEL_BACKEND == "torch", reason="the Triton noise (torch has no kernel)")
-def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log():
+def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log(monkeypatch):
     """uniform turns the hash's top 24 bits into a float with bit tricks (and the fast log's exponent
     likewise): every one of the 2**24 values must round exactly as uniform_torch does, and
     log_unit_interval must stay within 1.5 ulp of the true log of each (libdevice's logf, which it
     follows, is documented to 1 ulp; a wrong exponent would be off by ln 2). log_uniform, the compiled
     kernel's shortcut from the hash to log(u) through one conversion of 2m + 1, must give the same bits.
-    Inverting the hash picks keys whose hash has each top-24-bit value m (low bits varied)."""
+    Inverting the hash picks keys whose hash has each top-24-bit value m (low bits varied). In the
+    interpreter uniform runs its Triton source here, not the torch twin it otherwise runs as
+    (labkit.backends.interpret_helper_as): the source is what this checks."""
+    if backends.KERNELS_INTERPRETED:
+        from triton.runtime import interpreter
+
+        call = interpreter.InterpretedFunction.__call__
+        monkeypatch.setattr(interpreter.InterpretedFunction, "__call__", getattr(call, "__wrapped__", call))
     m = torch.arange(1 << 24, dtype=torch.int64)
     h = (m << 8) | ((m * 0x9E) & 0xFF)
     keys = _unmix32(h)

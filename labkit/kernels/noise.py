@@ -17,8 +17,10 @@ memory bandwidth on a GPU.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from labkit.backends import interpret_helper_as
 from labkit.kernels.triton_import import tl, triton
 
 MIX_MUL_1 = 0x7FEB352D
@@ -130,3 +132,26 @@ def uniform(key, index):
 def uniform_at_zero(key):
     """uniform(key, 0) for a scalar key, as a scalar (index 0 leaves the key unchanged)."""
     return tl.sum(uniform(key, tl.zeros([1], tl.int32)), axis=0)
+
+
+# In Triton's CPU interpreter the two helpers a kernel calls run as the torch references above, the
+# same bits (each Triton operation costs the interpreter tens of microseconds, and these hashes are a
+# dozen operations a call): labkit.backends.interpret_helper_as. Compiled kernels run the source.
+
+def _row_key_twin(seed, pos, salt):
+    if seed.dtype != np.int64:  # the source's seed >> 32 is a 64-bit shift
+        return None
+    salt = torch.from_numpy(salt.astype(np.int64)) & MASK32  # salt.to(tl.uint32)
+    key = row_key_torch(torch.from_numpy(seed), torch.from_numpy(pos.astype(np.int64)), salt)
+    return key.numpy().astype(np.uint32), tl.uint32
+
+
+def _uniform_twin(key, index):
+    if key.dtype != np.uint32:
+        return None
+    u = uniform_torch(torch.from_numpy(key.astype(np.int64)), torch.from_numpy(index.astype(np.int64)))
+    return u.numpy(), tl.float32
+
+
+interpret_helper_as(row_key, _row_key_twin)
+interpret_helper_as(uniform, _uniform_twin)
