@@ -155,6 +155,9 @@ def test_step_slider_changes_the_explorer_figure(ran):
     if isinstance(results[name], Exception):
         pytest.fail(f"{name} did not run, so its slider cannot be tried: {results[name]}")
     nb = pages[name]
+    # Its page was left behind the pages of the notebooks after it: Chromium renders a page in the
+    # background only when it must, so the screenshot and the drag below would first redraw all of it.
+    nb.page.bring_to_front()
     state = nb.kernel_state()
     assert state in ("idle", "busy"), f"{name}: its kernel is not running (state {state}), nothing can redraw"
     slider = nb.slider("step")
