@@ -59,7 +59,7 @@ TEST_ENV := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS)
 XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
-.PHONY: hub lab lab-check test lint test-unit test-unit-backend test-unit-backend-begin test-unit-backend-end test-every-backend test-notebooks test-room \
+.PHONY: hub lab lab-check test lint test-unit test-unit-backend test-every-backend test-notebooks test-room \
 	test-room-begin test-room-end test-triton-next-begin test-triton-next-end \
 	test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures bench-cpu mutants clean
@@ -103,13 +103,13 @@ lab-check:
 	@$(PYTHON) scripts/start_lab.py --check-only --edition "$(EDITION)" $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line gives the whole wall
-# time. Three stages run beside others (-begin, -end), each where a core would otherwise sit idle: the
-# room stage (mostly pip on one core, and the network) beside the unit and notebook stages, and the
-# Triton 3.9 and backend-choice stages beside the browser stage (whose processes wait on one another:
+# time. Two stages run beside others (-begin, -end), each where a core would otherwise sit idle: the
+# room stage (mostly pip on one core, and the network) beside the unit, backend-choice and notebook
+# stages, and the Triton 3.9 stage beside the browser stage (whose processes wait on one another:
 # page loads, kernel starts, polls). A background stage's output is shown when it is waited for; a stage that
 # fails before then stops make, and make's exit ends the background stage.
-test: test-clock lint test-room-begin test-unit test-notebooks test-room-end \
-	test-triton-next-begin test-unit-backend-begin test-browser test-triton-next-end test-unit-backend-end
+test: test-clock lint test-room-begin test-unit test-unit-backend test-notebooks test-room-end \
+	test-triton-next-begin test-browser test-triton-next-end
 	@$(TIMED) --summary
 
 test-clock:
@@ -128,19 +128,13 @@ test-unit: $(STAMP)
 # itself (labkit/backends.py's import-time check, `python -m labkit`'s auto and re-run rules), and
 # these two files test it. Without Triton (macOS) there is no other value to pick: the stage says so.
 BACKEND_CHOICE_TESTS := tests/test_backends.py tests/test_cli.py
-# In make test it runs beside the browser stage (-begin, -end), as the Triton 3.9 stage does.
-UNIT_BACKEND_STAGE = $(BIN)/python -m pytest -q $(XDIST_TESTS) $(BACKEND_CHOICE_TESTS)
 ifeq ($(shell uname -s),Linux)
 test-unit-backend: $(STAMP)
-	@$(TEST_ENV) LABKIT_BACKEND=interpreter $(TIMED) unit-interpreter $(UNIT_BACKEND_STAGE)
-test-unit-backend-begin: $(STAMP)
-	@$(TEST_ENV) LABKIT_BACKEND=interpreter $(TIMED) $(BESIDE) unit-interpreter $(UNIT_BACKEND_STAGE)
-test-unit-backend-end:
-	$(call WAIT_FOR,unit-interpreter)
+	@$(TEST_ENV) LABKIT_BACKEND=interpreter $(TIMED) unit-interpreter $(BIN)/python -m pytest -q $(XDIST_TESTS) \
+		$(BACKEND_CHOICE_TESTS)
 else
-test-unit-backend test-unit-backend-begin:
+test-unit-backend:
 	@echo "== stage unit-interpreter: skipped, LABKIT_BACKEND=interpreter needs Triton, published for Linux only"
-test-unit-backend-end:
 endif
 
 # The unit and notebook stages under every value of LABKIT_BACKEND this machine can run, one after

@@ -165,17 +165,15 @@ def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
 def test_make_test_runs_the_linter_first_and_every_stage():
     (prereqs,) = re.findall(r"^test:((?:[^\n]*\\\n)*[^\n]*)", MAKEFILE, re.M)
     stages = [s for s in prereqs.replace("\\\n", " ").split() if s != "test-clock"]
-    # The room stage begins after the linter, runs beside the two stages that follow, and is waited
-    # for; the Triton 3.9 and backend-choice stages run beside the browser stage.
-    assert stages == ["lint", "test-room-begin", "test-unit", "test-notebooks", "test-room-end",
-                      "test-triton-next-begin", "test-unit-backend-begin", "test-browser", "test-triton-next-end",
-                      "test-unit-backend-end"]
+    # The room stage begins after the linter, runs beside the three stages that follow, and is waited
+    # for; the Triton 3.9 stage runs beside the browser stage.
+    assert stages == ["lint", "test-room-begin", "test-unit", "test-unit-backend", "test-notebooks", "test-room-end",
+                      "test-triton-next-begin", "test-browser", "test-triton-next-end"]
     # The same stage either way: in the background within make test, in the foreground alone.
     triton = "triton-" + re.search(r"^TRITON_NEXT := (\S+)", MAKEFILE, re.M).group(1)
-    beside = (("room", "test-room"), (triton, "test-triton-next"), ("unit-interpreter", "test-unit-backend"))
-    for stage, target in beside:
+    for stage, target in (("room", "test-room"), (triton, "test-triton-next")):
         begin, alone = _make_dry_run(f"{target}-begin"), _make_dry_run(target)
-        if not sys.platform.startswith("linux") and target in ("test-triton-next", "test-unit-backend"):
+        if not sys.platform.startswith("linux") and target == "test-triton-next":
             assert "skipped" in begin and "skipped" in alone
             continue
         began = re.search(rf"scripts/timed --background \$PPID {stage} (.*)", begin)
