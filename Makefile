@@ -235,7 +235,8 @@ figures: $(STAMP)
 
 # Wall times against the CPU targets (repro < 10 s, each notebook < 60 s, make test < 6 min without
 # its set-up):
-# printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone.
+# printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone, with
+# the browser stage required as in CI (LABKIT_REQUIRE_BROWSER=1).
 bench-cpu: $(STAMP)
 	$(BIN)/python scripts/bench_cpu.py $(ARGS)
 

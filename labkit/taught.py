@@ -387,8 +387,14 @@ def render_make_test(record: dict) -> str:
     note = f" Commit {commit[:7]}: {prov['commit_note']}." if commit and prov.get("commit_note") else ""
     overlap = (f" {' and '.join(beside)} ran in the background, beside other stages, so the stages add up to more "
                "than the whole command, which is the wall clock." if beside else "")
+    # Whether Chromium was there is read from the run: scripts/timed logs a browser stage without it
+    # as "skipped" (the fresh-clone bench makes it fail instead, as CI does).
+    browser = stages.get("browser", {}).get("note", "")
+    chromium = ("Chromium already installed" if browser.startswith("passed")
+                else "the browser stage skipped: no Chromium" if browser.startswith("skipped")
+                else "no browser stage recorded")
     return "\n".join(rows) + (
-        f"\n\nMeasured in a fresh clone of {measured} (set-up included; Chromium already installed) "
+        f"\n\nMeasured in a fresh clone of {measured} (set-up included; {chromium}) "
         f"{prov['date']} on {prov['machine']}; target: {target}.{overlap}{note} "
         "`labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -246,7 +247,40 @@ def test_the_make_test_block_names_its_commit_and_the_target_without_the_set_up(
     assert "a commit the record does not name" in taught.render_make_test(record)
 
 
-def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
+def test_the_make_test_block_says_chromium_was_there_only_where_the_browser_stage_ran():
+    prov = {"date": "2026-12-01 15:00 UTC", "machine": "2 cores", "command": "bench", "commit": "0123456789abcdef"}
+    browser = {"seconds": [90.0], "target_s": None, "ok": True, "provenance": prov, "note": "passed"}
+    record = {"commands": {
+        "make test (fresh clone) stage browser": browser,
+        "make test (fresh clone)": {"seconds": [300.6], "target_s": 360.0, "ok": True, "provenance": prov}}}
+    assert "Chromium already installed" in " ".join(taught.render_make_test(record).split())
+    browser["note"] = "skipped"
+    text = " ".join(taught.render_make_test(record).split())
+    assert "Chromium already installed" not in text and "the browser stage skipped: no Chromium" in text
+    del record["commands"]["make test (fresh clone) stage browser"]
+    assert "no browser stage recorded" in " ".join(taught.render_make_test(record).split())
+
+
+def test_bench_cpu_times_a_fresh_clone_with_the_browser_stage_required(monkeypatch):
+    # As CI: a clone without Chromium fails its browser stage rather than recording a faster skip.
+    bench = _bench_cpu()
+    seen = {}
+
+    def fake_run(cmd, *, cwd=None, env=None):
+        seen.update(cmd=cmd, env=env)
+        return 1.0, subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(bench, "_run", fake_run)
+    # No real clone or git call: this checks only the environment make test is given.
+    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.delenv("LABKIT_REQUIRE_BROWSER", raising=False)
+    bench.time_fresh_clone()
+    assert seen["cmd"] == ["make", "test"] and seen["env"]["LABKIT_REQUIRE_BROWSER"] == "1"
+    bench.time_make_test(ROOT, "make test")  # the tree's own run keeps the caller's environment
+    assert "LABKIT_REQUIRE_BROWSER" not in seen["env"]
+
+
+def _bench_cpu():
     import importlib.util
     import sys
 
@@ -254,6 +288,11 @@ def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
     bench = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = bench  # its dataclasses look their module up there
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
+    bench = _bench_cpu()
     measured = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": False}
     stage = bench.Timing("make test (fresh clone) stage set-up", 30.0, None, True, commit=measured)
     whole = bench.Timing(taught.FRESH_CLONE, 330.0, 360.0, True, commit=measured, excluded_s=30.0)
