@@ -150,7 +150,7 @@ test-every-backend: $(STAMP)
 			--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks || exit 1; \
 	done
 
-# The checkers keep each checked answer (labkit/workshop/answers.py): under test they go to build/,
+# The checkers keep each checked answer (labkit/workshop/exercises/kept_code.py): under test they go to build/,
 # not into notebooks/my_answers/ beside the sources.
 test-notebooks: $(STAMP)
 	@$(TEST_ENV) LABKIT_ANSWERS=$(CURDIR)/build/nbval-answers $(TIMED) notebooks $(BIN)/python -m pytest -q $(XDIST_NOTEBOOKS) --nbval-lax --nbval-current-env \
@@ -217,7 +217,7 @@ test-browser: $(STAMP)
 LEARNERS ?= 30
 HUB_ARGS ?=
 hub: $(STAMP)
-	@if command -v npm >/dev/null; then $(BIN)/python -c "from labkit.hub import proxy as p; p.node_proxy().exists() or p.install_node_proxy()"; fi
+	@if command -v npm >/dev/null; then $(BIN)/python -c "from labkit.classroom import proxy as p; p.node_proxy().exists() or p.install_node_proxy()"; fi
 	$(BIN)/python -m labkit hub start --learners $(LEARNERS) $(HUB_ARGS)
 
 repro: $(STAMP)

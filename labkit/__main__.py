@@ -10,9 +10,8 @@ import subprocess
 import sys
 import textwrap
 import tomllib
-from pathlib import Path
 
-from labkit import backends
+from labkit import backends, paths
 from labkit.errors import LabkitInputError
 
 BACKEND_CHOICES = ("auto", "torch", "interpreter", "triton")
@@ -31,8 +30,8 @@ class UsageError(Exception):
 
 
 def _repro_epilog() -> str:
-    from labkit.modes import ALL_MODES, MODES
-    from labkit.repro import LEGEND
+    from labkit.bench.modes import ALL_MODES, MODES
+    from labkit.bench.repro import LEGEND
 
     words = "\n".join(textwrap.fill(f"{word:<10} {meaning}", 96, initial_indent="  ", subsequent_indent=" " * 13)
                       for word, meaning in LEGEND.items())
@@ -41,7 +40,7 @@ def _repro_epilog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labkit.modes import DEFAULT_MODES
+    from labkit.bench.modes import DEFAULT_MODES
 
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     docs = sub.add_parser("docs", help="the docs' blocks rendered from records: check them, or --write them",
                           description="README.md, docs/INSTRUCTOR_GUIDE.md and docs/MECHANICS.md teach measured "
                                       "numbers between <!-- KIND:NAME --> markers, rendered from the kit's records "
-                                      "(labkit.docblocks). Without --write: list the blocks that differ from "
+                                      "(labkit.docgen.blocks). Without --write: list the blocks that differ from "
                                       "their rendering (exit status 1 if any).")
     docs.add_argument("--write", action="store_true", help="render every block again, in place")
     agenda = sub.add_parser("agenda", help="the workshop agendas, from the recorded notebook run times")
@@ -95,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
     student.add_argument("--out", default="student", help="output folder (default: student)")
     student.add_argument("--fresh", action="store_true", help="write every notebook anew, a learner's copies too")
-    from labkit.hub.cli import add_parser as add_hub_parser  # a room on one server (labkit.hub)
+    from labkit.classroom.cli import add_parser as add_hub_parser  # a room on one server (labkit.classroom)
     add_hub_parser(sub)
     return parser
 
@@ -146,8 +145,8 @@ def _in_interpreter_process(argv: list[str]) -> int:
 # -- commands -----------------------------------------------------------------------------------
 
 def _repro(args) -> int:
-    from labkit.modes import resolve_modes
-    from labkit.repro import BenchConfig, report, run_bench
+    from labkit.bench.modes import resolve_modes
+    from labkit.bench.repro import BenchConfig, report, run_bench
 
     prompts = _integer("--prompts", args.prompts, positive=True)
     seed = _integer("--seed", args.seed, positive=False)
@@ -176,8 +175,8 @@ def _figures(args) -> int:
 
 
 def _student_edition(args) -> int:
-    from labkit.workshop.editions import build_learner_folder
-    from labkit.workshop.secrecy import STUDENT_PATH
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+    from labkit.workshop.editions.student import build_learner_folder
 
     folder = build_learner_folder(args.out, args.src, fresh=args.fresh)
     for path in folder.notebooks:
@@ -188,7 +187,7 @@ def _student_edition(args) -> int:
 
 
 def _agenda(args) -> int:
-    from labkit.workshop.agenda import AGENDAS, BLOCKS, load_times, render, slack_min, write_into
+    from labkit.workshop.editions.agenda import AGENDAS, BLOCKS, load_times, render, slack_min, write_into
 
     record = load_times(args.record)
     if args.write:
@@ -203,21 +202,21 @@ def _agenda(args) -> int:
 
 
 def _docs(args) -> int:
-    from labkit import docblocks, taught
+    from labkit.docgen import blocks, numbers
 
     stale = []
-    for name in docblocks.DOCUMENTS:
-        path = docblocks.ROOT / name
+    for name in blocks.DOCUMENTS:
+        path = blocks.ROOT / name
         if args.write:
-            written = docblocks.write_into(path, taught.all_renderers())
+            written = blocks.write_into(path, numbers.all_renderers())
             print(f"{name}: rendered {', '.join(written) or 'no blocks'}")
         else:
-            stale += [f"{name}: {key}" for key in docblocks.stale_blocks(path, taught.all_renderers())]
+            stale += [f"{name}: {key}" for key in blocks.stale_blocks(path, numbers.all_renderers())]
     if stale:
         print("blocks that differ from their records (python -m labkit docs --write):\n  " + "\n  ".join(stale))
         return 1
     if not args.write:
-        print("every block of " + ", ".join(docblocks.DOCUMENTS) + " matches its record")
+        print("every block of " + ", ".join(blocks.DOCUMENTS) + " matches its record")
     return 0
 
 
@@ -230,7 +229,7 @@ def _audit_vllm(args) -> int:
 
 
 def _hub(args) -> int:
-    from labkit.hub.cli import run
+    from labkit.classroom.cli import run
 
     return run(args)
 
@@ -245,7 +244,7 @@ def _optional_requirements() -> dict[str, list[str]]:
     try:
         requires = importlib.metadata.requires("labkit") or []
     except importlib.metadata.PackageNotFoundError:
-        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        pyproject = paths.REPO / "pyproject.toml"
         if not pyproject.is_file():
             return {}
         with pyproject.open("rb") as fh:

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 import torch
 
-from labkit import room_limits
+from labkit.classroom import limits
 from labkit.errors import EnvironmentValueError, LabkitInputError
 
 BACKENDS = ("triton", "interpreter", "torch")
@@ -35,8 +35,8 @@ BACKENDS = ("triton", "interpreter", "torch")
 # (tl.max, tl.argmax, ...) before TRITON_INTERPRET is set, and they would stay compiled-only.
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 HAS_CUDA = torch.cuda.is_available()
-# On a shared server the hub gives each kernel a share of the GPU's memory (labkit.room_limits).
-room_limits.apply(torch)
+# On a shared server the hub gives each kernel a share of the GPU's memory (labkit.classroom.limits).
+limits.apply(torch)
 
 
 _AS_IMPORTED = object()
@@ -405,7 +405,7 @@ def describe() -> dict:
         import triton
 
         info["triton"] = triton.__version__
-    info.update(room_limits.describe())  # a shared server's limits on this kernel, if any
+    info.update(limits.describe())  # a shared server's limits on this kernel, if any
     return info
 
 

@@ -21,9 +21,10 @@ import functools
 import random
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+from labkit import paths
+
+DATA_DIR = paths.DATA
 CORPUS_PATH = DATA_DIR / "corpus.txt"
 
 # --------------------------------------------------------------------------

@@ -50,11 +50,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labkit import paths
 from labkit.checks import resolved_device
 from labkit.kernels.rowwise_linear import available_for as rowwise_linear_available
 from labkit.kernels.rowwise_linear import rowwise_linear
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = paths.DATA
 TARGET_PATH = DATA_DIR / "target.pt"
 DRAFT_PATH = DATA_DIR / "draft.pt"
 

@@ -224,7 +224,7 @@ def write_command_record(timings: list[Timing], command: str, path: Path = COMMA
 
 def write_notebook_record(timings: list[Timing], command: str, path: Path = NOTEBOOK_RECORD) -> Path:
     """Each notebook's run time under nbval, with where, when and with what it was measured (the
-    instructor guide's agendas and time table are rendered from it: labkit.workshop.agenda)."""
+    instructor guide's agendas and time table are rendered from it: labkit.workshop.editions.agenda)."""
     record = {
         "provenance": provenance(command),
         "notebooks": {t.what.removeprefix("nbval "): {"seconds": round(t.seconds, 1)} for t in timings},

@@ -37,9 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labkit.hub import room, workload  # noqa: E402
-from labkit.hub.accounts import pids_of  # noqa: E402
-from labkit.hub.client import Learner, RoomProcess  # noqa: E402
+from labkit.classroom import room, workload  # noqa: E402
+from labkit.classroom.accounts import pids_of  # noqa: E402
+from labkit.classroom.client import Learner, RoomProcess  # noqa: E402
 
 
 def _peak_rss(uid: int) -> int:

@@ -64,8 +64,8 @@ LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": 
 # And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
 NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 # A browser that drops a kernel's websocket during its handshake (a reload) would leave a traceback
-# and a 500 in the server's log (jupyter-server#1265): labkit.lab_server closes it quietly.
-QUIET_SOCKETS_EXTENSION = "labkit.lab_server"
+# and a 500 in the server's log (jupyter-server#1265): labkit.classroom.lab_server closes it quietly.
+QUIET_SOCKETS_EXTENSION = "labkit.classroom.lab_server"
 QUIET_SOCKETS_FLAG = f"--ServerApp.jpserver_extensions={{'{QUIET_SOCKETS_EXTENSION}': True}}"
 
 
@@ -194,7 +194,7 @@ def open_edition(edition: str, learner_folder: Path | None = None) -> tuple[Path
     if edition == "instructor":
         return REPO, FIRST_NOTEBOOK, sorted((REPO / "notebooks").glob("*.ipynb"))
     sys.path.insert(0, str(REPO))  # this clone's labkit, whatever the interpreter has installed
-    from labkit.workshop.editions import build_learner_folder
+    from labkit.workshop.editions.student import build_learner_folder
 
     folder = build_learner_folder(learner_folder, REPO / "notebooks")
     shown = learner_folder.relative_to(REPO) if learner_folder.is_relative_to(REPO) else learner_folder

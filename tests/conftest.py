@@ -38,8 +38,8 @@ def models():
 @pytest.fixture(scope="session")
 def buggy():
     """docs/MECHANICS.md's timeline before the fix: at launch 1 padded row 7 holds stale slot 7, live again."""
-    from labkit.runs import timeline_run
-    from labkit.scenario import TIMELINE
+    from labkit.bench.runs import timeline_run
+    from labkit.bench.scenario import TIMELINE
 
     return timeline_run(config=TIMELINE.before_fix())
 
@@ -47,8 +47,8 @@ def buggy():
 @pytest.fixture(scope="session")
 def fixed():
     """The same timeline with the PR's fix."""
-    from labkit.runs import timeline_run
-    from labkit.scenario import TIMELINE
+    from labkit.bench.runs import timeline_run
+    from labkit.bench.scenario import TIMELINE
 
     return timeline_run(config=TIMELINE.with_pr_fix())
 
@@ -95,7 +95,7 @@ def small_proof(models):
 @pytest.fixture(scope="session")
 def small_bench():
     """A bench result of three modes: the reference, one with corrupted responses, one refused."""
-    from labkit.repro import BenchConfig, BenchResult, ModeResult
+    from labkit.bench.repro import BenchConfig, BenchResult, ModeResult
 
     modes = {"eager": ModeResult("eager", "eager", 10, 10, 0, 0.5, 0.3, 1, 0.9),
              "graph-buggy": ModeResult("graph-buggy", "eager", 10, 6, 4, 0.6, 0.5, 1, 0.9),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from labkit.__main__ import main
-from labkit.workshop import agenda
-from labkit.workshop.secrecy import STUDENT_PATH
+from labkit.workshop.editions import agenda
+from labkit.workshop.editions.secrecy import STUDENT_PATH
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "INSTRUCTOR_GUIDE.md"
 
@@ -132,7 +132,7 @@ def _script_of(notebook: str) -> str:
 
 
 def test_the_instructors_script_before_07_reveals_nothing_and_names_only_widgets_there_are():
-    from labkit.workshop.secrecy import ANSWERS, answers_in
+    from labkit.workshop.editions.secrecy import ANSWERS, answers_in
 
     for notebook in ("00", "01", "02"):
         script = _script_of(notebook)

@@ -13,7 +13,7 @@ import pytest
 
 from labkit import backends
 from labkit.__main__ import main, missing_dependency_message
-from labkit.repro import LEGEND
+from labkit.bench.repro import LEGEND
 
 
 def _labkit(*args: str, env_extra: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:

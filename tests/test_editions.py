@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from labkit.errors import LabkitInputError
-from labkit.workshop.editions import (
+from labkit.workshop.editions.student import (
     CODE_PLACEHOLDER,
     build_student_edition,
     names_only_solutions_define,

@@ -15,8 +15,8 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from labkit.bench.runs import engine_source
 from labkit.config import FixSwitches
-from labkit.runs import engine_source
 from labkit.viz import cpu_timing, figures
 from labkit.viz import mapping_plots as mp
 from labkit.viz import ownership_plots as op

@@ -595,8 +595,8 @@ def test_graph_runner_applies_a_step_once_on_the_call_that_captures():
 
 @pytest.fixture(scope="module")
 def gpu_bench(gpu_models):
-    from labkit.modes import ALL_MODES
-    from labkit.repro import BenchConfig, run_bench
+    from labkit.bench.modes import ALL_MODES
+    from labkit.bench.repro import BenchConfig, run_bench
 
     return run_bench(BenchConfig(), ALL_MODES, progress=False, device=DEVICE, models=gpu_models).to_json()["modes"]
 
@@ -629,9 +629,9 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
     """Before the fix, padded rows store to live slots: the collision is there in every order, and
     each element of the live q is one colliding row's value. Which row wins is the GPU's race
     (measured by python -m labkit.gpu --sections race_blocks), so it is not asserted here."""
+    from labkit.bench.modes import mode_named
+    from labkit.bench.repro import BenchConfig, bench_requests
     from labkit.engine import Engine
-    from labkit.modes import mode_named
-    from labkit.repro import BenchConfig, bench_requests
 
     cfg = BenchConfig(prompts=24)
     config = mode_named(mode).config.at_shapes_of(cfg.shapes)
@@ -652,10 +652,10 @@ def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
 @needs_compiled
 @pytest.mark.parametrize("capture_sizes", [(1, 2, 4, 8), (1, 2, 4, 8, 16)])
 def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capture_sizes, gpu_models):
+    from labkit.bench.modes import mode_named
     from labkit.config import DrafterConfig
     from labkit.corpus import sample_prompts
     from labkit.engine import Engine, make_requests
-    from labkit.modes import mode_named
 
     shapes = DrafterConfig(k=3, max_num_reqs=capture_sizes[-1], capture_sizes=capture_sizes)
 
@@ -688,8 +688,8 @@ def test_a_checked_draft_step_from_host_inputs_never_synchronises_with_the_gpu(d
     """Issue 17, point 3: with the checks on, a draft step whose inputs come from the host (as the
     engine hands them over) checks them on the host and launches everything without waiting for
     the GPU. torch's sync debug mode turns any synchronising call inside the step into an error."""
+    from labkit.bench.scenario import propose_inputs
     from labkit.config import DrafterConfig
-    from labkit.scenario import propose_inputs
     from labkit.speculator import build_speculator
 
     config = DrafterConfig(drafter=drafter, k=2 if drafter == "dflash" else 4, max_num_reqs=8,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from labkit.repro import BenchConfig, BenchResult, ModeResult
+from labkit.bench.repro import BenchConfig, BenchResult, ModeResult
 from labkit.viz.html_views import (
     DiffRow,
     Html,

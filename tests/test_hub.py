@@ -1,14 +1,14 @@
 """A room on one server, for real: `python -m labkit hub start` with 2 learners on this machine.
 
 Real JupyterHub, real configurable-http-proxy (Node's where Node is, as in CI), real system users,
-real HTTP and the kernels' websockets (labkit.hub.client). Each learner logs in through the login
+real HTTP and the kernels' websockets (labkit.classroom.client). Each learner logs in through the login
 form, starts their server, and runs notebook 00's cells from their own student edition in their
 own kernel, one of them after allocating past the room's memory limit (point 3 of issue 31);
 then the isolation of point 2 is checked against the running hub, and the room is closed with
 Ctrl-C (SIGINT) as an instructor would.
 
 Teardown even on failure: the room fixture's finalizer stops the hub process and then removes,
-by the room's mark, any user it left (labkit.hub.accounts refuses users without that mark). Needs
+by the room's mark, any user it left (labkit.classroom.accounts refuses users without that mark). Needs
 root (it creates system users); without root it skips, saying so.
 """
 
@@ -32,8 +32,12 @@ if os.geteuid() != 0:
                 allow_module_level=True)
 pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip install -e '.[hub]')")
 
-from labkit.hub import accounts, room, runtime  # noqa: E402
-from labkit.hub.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
+from labkit.classroom import (
+    accounts,  # noqa: E402
+    room,  # noqa: E402
+    runtime,  # noqa: E402
+)
+from labkit.classroom.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
 
 # The learners' servers run as other users: they must reach the kit's packages. A checkout under a
 # closed folder (/root is mode 0700) cannot be served to them; the hub refuses it with this reason.
@@ -47,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Two learners: each isolation check needs one learner and another to reach for; a third would
 # add a server, a kernel and a user to start and remove, and check nothing the two do not.
 LEARNERS = 2
-# The smallest limit a room allows with this machine's torch build (labkit.hub.room.MIN_MEMORY_GIB,
+# The smallest limit a room allows with this machine's torch build (labkit.classroom.room.MIN_MEMORY_GIB,
 # set from what a kernel was measured to need: labkit/data/hub/kernel_memory.json).
 MEMORY_GIB = room.min_memory_gib()
 MEMORY = f"{MEMORY_GIB:g}G"
@@ -150,7 +154,7 @@ def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     folder = room_home(person.name) / room.LEARNER_FOLDER
     assert folder.stat().st_uid == pwd.getpwnam(person.name).pw_uid
     # A fresh student edition: the placeholders are there, the instructor's solutions are not.
-    from labkit.workshop.editions import PLACEHOLDER_TAG, learner_name
+    from labkit.workshop.editions.student import PLACEHOLDER_TAG, learner_name
 
     exercises = json.loads((folder / learner_name("07_exercises.ipynb")).read_text())
     tags = [t for c in exercises["cells"] for t in c.get("metadata", {}).get("tags", [])]

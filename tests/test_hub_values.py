@@ -1,6 +1,6 @@
 """Past one box: the Zero to JupyterHub values and the GPU time-slicing config that deploy/ ships
-parse, are labkit.hub.room's rendering, and name the same image, limits and start notebook as the
-one-box hub's own JupyterHub configuration (labkit/hub/jupyterhub_config.py, loaded here as
+parse, are labkit.classroom.room's rendering, and name the same image, limits and start notebook as the
+one-box hub's own JupyterHub configuration (labkit/classroom/jupyterhub_config.py, loaded here as
 JupyterHub loads it). No root, no JupyterHub needed."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 yaml = pytest.importorskip("yaml")
 from traitlets.config import Config  # noqa: E402
 
-from labkit.hub import cli, room  # noqa: E402
-from labkit.room_limits import GPU_SHARE_ENV  # noqa: E402
+from labkit.classroom import cli, room  # noqa: E402
+from labkit.classroom.limits import GPU_SHARE_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "deploy" / "z2jh-values.yaml"
@@ -22,14 +22,14 @@ SLICING = ROOT / "deploy" / "nvidia-time-slicing.yaml"
 
 
 def _one_box_config(tmp_path, learners: int) -> Config:
-    """The one-box hub's configuration for a room of `learners`, as labkit.hub.control starts it."""
+    """The one-box hub's configuration for a room of `learners`, as labkit.classroom.control starts it."""
     limits = room.limits_for(learners, host_memory=learners * 8 * 2**30, cores=learners)
     spec = {"state_dir": str(tmp_path), "learners": room.learner_names(learners), "public_url": "http://127.0.0.1:8000",
             "hub_port": 8081, "proxy_api_port": 8001, "proxy_command": ["configurable-http-proxy"],
             "learner_python": "python3", "hub_python": "python3", "limits": limits.to_json(), "learner_env": {}}
     (tmp_path / "room.json").write_text(json.dumps(spec))
     config = Config()
-    code = (ROOT / "labkit" / "hub" / "jupyterhub_config.py").read_text()
+    code = (ROOT / "labkit" / "classroom" / "jupyterhub_config.py").read_text()
     import os
 
     os.environ["LABKIT_HUB_ROOM"] = str(tmp_path / "room.json")
@@ -122,10 +122,10 @@ def test_the_torch_build_is_read_right_without_importing_torch():
 
 
 def test_each_builds_memory_floor_covers_what_a_kernel_was_measured_to_need():
-    """The floors of labkit.hub.room against labkit/data/hub/kernel_memory.json: one learner's
+    """The floors of labkit.classroom.room against labkit/data/hub/kernel_memory.json: one learner's
     notebooks 00, 01 and repro passed under a data limit of 0.9 of the floor or less, at every
     thread count measured; and on the CUDA box the one BLAS thread a room sets is what keeps it so."""
-    from labkit.hub import kernel_memory
+    from labkit.classroom import kernel_memory
 
     record = json.loads(kernel_memory.RECORD.read_text())
     assert sorted(record) == sorted(room.MIN_MEMORY_GIB)  # every build a room knows was measured
@@ -145,9 +145,9 @@ def test_each_builds_memory_floor_covers_what_a_kernel_was_measured_to_need():
 
 @pytest.mark.parametrize("needs_mib,peak_mib", [(1536, 1538), (1424, 1412), (700, 300), (288, 600)])
 def test_the_memory_bisection_finds_the_smallest_limit_that_passes(monkeypatch, needs_mib, peak_mib):
-    """labkit.hub.kernel_memory's search, against a stand-in workload that passes exactly from
+    """labkit.classroom.kernel_memory's search, against a stand-in workload that passes exactly from
     `needs_mib` on and reports a sampled peak of `peak_mib`: below, at and far from the need."""
-    from labkit.hub import kernel_memory as km
+    from labkit.classroom import kernel_memory as km
 
     runs = []
 
@@ -171,7 +171,7 @@ def test_a_zombie_hub_start_counts_as_gone_so_hub_stop_does_not_wait_on_it():
     import sys
     import time
 
-    from labkit.hub import control
+    from labkit.classroom import control
 
     if not Path("/proc/self/stat").exists():
         pytest.skip("no /proc here: _alive has only the signal's answer, and a zombie answers it")
@@ -195,7 +195,7 @@ def test_the_rooms_state_is_replaced_whole_so_a_reader_never_sees_it_half_writte
     leaves the old record (the users to remove) in place, with no stray file beside it."""
     import os
 
-    from labkit.hub import control
+    from labkit.classroom import control
 
     room_state = control.Room(state_dir=tmp_path, room_id="r1", learners=["a"], public_url="http://x")
     room_state.save()

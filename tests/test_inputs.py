@@ -11,6 +11,7 @@ import torch
 from kernel_cases import DEVICE, KERNEL_BACKEND, Q_TOL, launch_case
 
 from labkit import backends
+from labkit.bench.scenario import TIMELINE
 from labkit.config import DrafterConfig
 from labkit.engine import Engine, Request, RequestStateTable
 from labkit.errors import LabkitInputError
@@ -18,7 +19,6 @@ from labkit.graphs import GraphRunner
 from labkit.kernels import SamplingState, WriteTrace, gumbel_sample, prepare_dflash_sample_mapping, rejection_sample
 from labkit.kernels.gumbel import kernel_launcher
 from labkit.models import ToyModels, encode_context, load_toy_models
-from labkit.scenario import TIMELINE
 from labkit.speculator import DFlashSpeculator, Speculator
 
 M, K, V = 12, 3, 40

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from labkit import backends
+from labkit.bench.scenario import MECHANICS_BATCH, TIMELINE, propose_inputs
 from labkit.config import FixSwitches
 from labkit.kernels import SamplingState
 from labkit.proofs.ownership import OwnershipTable, trace_launch
-from labkit.scenario import MECHANICS_BATCH, TIMELINE, propose_inputs
 from labkit.speculator import DFlashSpeculator, Speculator
 
 KERNEL_BACKEND = "interpreter" if backends.KERNELS_INTERPRETED else backends.backend()

@@ -19,10 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from labkit import backends
+from labkit.bench.runs import timeline_run
+from labkit.bench.scenario import TIMELINE
 from labkit.config import FixSwitches
 from labkit.proofs.stats import total_variation
-from labkit.runs import timeline_run
-from labkit.scenario import TIMELINE
 from labkit.viz import mapping_plots as mp
 from labkit.viz import ownership_plots as op
 from labkit.viz import q_plots as qp
@@ -252,7 +252,7 @@ def test_figures_are_deterministic(buggy):
 
 
 def test_write_all_writes_the_explaining_and_the_record_figures(tmp_path):
-    from labkit.repro import BenchConfig, BenchResult, ModeResult
+    from labkit.bench.repro import BenchConfig, BenchResult, ModeResult
     from labkit.viz import figures
 
     bench = BenchResult(BenchConfig(prompts=2), {"eager": ModeResult("eager", "eager", 2, 2, 0, 0.5, 0.3, 1, 0.9)},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labkit import backends
-from labkit.repro import BenchConfig, run_bench
+from labkit.bench.repro import BenchConfig, run_bench
 from labkit.viz.progress import progress_bars
 
 tqdm_auto = pytest.importorskip("tqdm.auto")

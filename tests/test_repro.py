@@ -14,9 +14,8 @@ import sys
 import pytest
 
 from labkit import backends
-from labkit.errors import LabkitInputError
-from labkit.modes import ALL_MODES, MODES, resolve_modes
-from labkit.repro import (
+from labkit.bench.modes import ALL_MODES, MODES, resolve_modes
+from labkit.bench.repro import (
     DIFF_MARK,
     LEGEND,
     BenchConfig,
@@ -28,6 +27,7 @@ from labkit.repro import (
     report,
     run_bench,
 )
+from labkit.errors import LabkitInputError
 
 CORRUPTING = ("graph-buggy", "graph-mask-only", "dflash-buggy")
 FAITHFUL = ("graph-fixed", "greedy-graph-buggy", "dflash-fixed")

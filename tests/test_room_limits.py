@@ -1,4 +1,4 @@
-"""The kernel's side of a shared server's limits (labkit.room_limits): the GPU share the hub sets is
+"""The kernel's side of a shared server's limits (labkit.classroom.limits): the GPU share the hub sets is
 applied to every CUDA device and reported by labkit.describe(), bad values are refused, and a memory
 error under a limit gets its one explaining line. (tests/test_hub.py checks the same in real
 learners' kernels under a running hub; here, a fake torch stands in for a GPU.)"""
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import room_limits
+from labkit.classroom import limits
 
 
 class FakeCuda:
@@ -33,55 +33,55 @@ class FakeCuda:
 
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setattr(room_limits, "_applied", {})
-    monkeypatch.delenv(room_limits.GPU_SHARE_ENV, raising=False)
-    monkeypatch.delenv(room_limits.MEMORY_LIMIT_ENV, raising=False)
+    monkeypatch.setattr(limits, "_applied", {})
+    monkeypatch.delenv(limits.GPU_SHARE_ENV, raising=False)
+    monkeypatch.delenv(limits.MEMORY_LIMIT_ENV, raising=False)
     return monkeypatch
 
 
 def test_the_share_is_applied_to_every_gpu_once_and_described(fresh):
-    fresh.setenv(room_limits.GPU_SHARE_ENV, "0.03")
+    fresh.setenv(limits.GPU_SHARE_ENV, "0.03")
     cuda = FakeCuda(2)
-    room_limits.apply(SimpleNamespace(cuda=cuda))
-    room_limits.apply(SimpleNamespace(cuda=cuda))
+    limits.apply(SimpleNamespace(cuda=cuda))
+    limits.apply(SimpleNamespace(cuda=cuda))
     assert cuda.calls == [(0.03, 0), (0.03, 1)]
-    described = room_limits.describe()["gpu_memory_share"]
-    assert described == f"0.030 of each GPU's memory ({room_limits.GPU_SHARE_ENV}, applied)"
+    described = limits.describe()["gpu_memory_share"]
+    assert described == f"0.030 of each GPU's memory ({limits.GPU_SHARE_ENV}, applied)"
 
 
 def test_without_a_gpu_or_a_share_nothing_is_held(fresh):
     cuda = FakeCuda(0)
-    room_limits.apply(SimpleNamespace(cuda=cuda))
-    assert cuda.calls == [] and room_limits.describe() == {"gpu_memory_share": "whole GPU (no share set)",
+    limits.apply(SimpleNamespace(cuda=cuda))
+    assert cuda.calls == [] and limits.describe() == {"gpu_memory_share": "whole GPU (no share set)",
                                                            "memory_limit": "none set"}
 
 
 @pytest.mark.parametrize("text", ["0", "1.5", "-0.1", "half", "nan"])
 def test_a_bad_share_is_refused_with_its_name(fresh, text):
-    fresh.setenv(room_limits.GPU_SHARE_ENV, text)
-    with pytest.raises(ValueError, match=room_limits.GPU_SHARE_ENV):
-        room_limits.gpu_share()
+    fresh.setenv(limits.GPU_SHARE_ENV, text)
+    with pytest.raises(ValueError, match=limits.GPU_SHARE_ENV):
+        limits.gpu_share()
 
 
 def test_memory_errors_under_a_limit_say_which_limit(fresh):
     class OutOfMemoryError(RuntimeError):
         pass
 
-    assert room_limits.limit_message(MemoryError()) is None  # no limit set: no extra line
-    fresh.setenv(room_limits.MEMORY_LIMIT_ENV, str(2 * 2**30))
-    fresh.setenv(room_limits.GPU_SHARE_ENV, "0.25")
-    assert "memory limit is 2.0 GiB" in room_limits.limit_message(MemoryError())
-    assert "0.250 of the GPU's memory" in room_limits.limit_message(OutOfMemoryError("CUDA out of memory"))
-    assert room_limits.limit_message(RuntimeError("shape mismatch")) is None
+    assert limits.limit_message(MemoryError()) is None  # no limit set: no extra line
+    fresh.setenv(limits.MEMORY_LIMIT_ENV, str(2 * 2**30))
+    fresh.setenv(limits.GPU_SHARE_ENV, "0.25")
+    assert "memory limit is 2.0 GiB" in limits.limit_message(MemoryError())
+    assert "0.250 of the GPU's memory" in limits.limit_message(OutOfMemoryError("CUDA out of memory"))
+    assert limits.limit_message(RuntimeError("shape mismatch")) is None
 
 
 def test_an_ipython_shell_shows_the_line_under_the_traceback(fresh):
-    fresh.setenv(room_limits.MEMORY_LIMIT_ENV, str(2**30))
+    fresh.setenv(limits.MEMORY_LIMIT_ENV, str(2**30))
     code = textwrap.dedent("""
         from IPython.testing.globalipapp import start_ipython
-        from labkit import room_limits
+        from labkit.classroom import limits
         shell = start_ipython()
-        assert room_limits.install_messages(shell)
+        assert limits.install_messages(shell)
         shell.run_cell("raise MemoryError()")
         shell.run_cell("raise RuntimeError('an ordinary error')")
     """)

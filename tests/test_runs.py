@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from labkit import backends
+from labkit.bench.runs import timeline_run
+from labkit.bench.scenario import LONG_SCHEDULE, MECHANICS_BATCH, MECHANICS_SCHEDULE, TIMELINE, propose_inputs
 from labkit.errors import LabkitInputError
-from labkit.runs import timeline_run
-from labkit.scenario import LONG_SCHEDULE, MECHANICS_BATCH, MECHANICS_SCHEDULE, TIMELINE, propose_inputs
 from labkit.speculator import build_speculator
 
 
@@ -76,7 +76,7 @@ def test_the_timeline_shows_the_stale_row_before_the_fix_and_none_after():
 # -- issue 17, point 5: every cache keyed by what it depends on --------------------------------------
 
 def _fake_run(calls):
-    from labkit.runs import RecordedRun
+    from labkit.bench.runs import RecordedRun
 
     def run(*args):
         calls.append((backends.backend(), str(backends.default_device())))
@@ -86,7 +86,7 @@ def _fake_run(calls):
 
 
 def test_engine_runs_are_cached_per_backend_and_device_not_by_whoever_asks_first(monkeypatch):
-    from labkit import runs
+    from labkit.bench import runs
     from labkit.config import DrafterConfig
 
     calls = []
@@ -104,7 +104,7 @@ def test_engine_runs_are_cached_per_backend_and_device_not_by_whoever_asks_first
 
 
 def test_timeline_sources_are_cached_per_backend_and_device(monkeypatch):
-    from labkit import runs
+    from labkit.bench import runs
 
     calls = []
     monkeypatch.setattr(runs, "timeline_run", _fake_run(calls))

@@ -16,10 +16,10 @@ import torch
 from hypothesis import given, settings
 
 from labkit import backends
+from labkit.bench.scenario import TIMELINE
 from labkit.errors import PaddedSlotOutOfBoundsError
 from labkit.proofs.audit_report import PaddingInvarianceError
 from labkit.proofs.speculator_audit import audit_speculator, batch_compositions, smallest_failing_batch
-from labkit.scenario import TIMELINE
 from labkit.speculator import DFlashSpeculator, Speculator
 
 cpu_store_order = pytest.mark.skipif(backends.backend() == "triton",

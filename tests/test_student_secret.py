@@ -1,6 +1,6 @@
 """The student edition keeps its secret, on the whole path a learner walks: built as `make lab` builds it
 (a learner's folder), then run as a learner runs it, it shows no exercise's answer before the learner
-meets that exercise (labkit.workshop.secrecy says what counts as an answer).
+meets that exercise (labkit.workshop.editions.secrecy says what counts as an answer).
 
 The learner path is executed in a real kernel (nbclient): 00, 01, 02 and the whole of 07, Run All,
 nothing solved. Every output a learner would see, the text drawn in every figure, the labels of every
@@ -23,15 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.workshop.editions import (
-    CHECKER_TAG,
-    KEEP_OUTPUT_TAG,
-    LEARNER_DOCS,
-    build_learner_folder,
-    edition_name,
-    student_notebook,
-)
-from labkit.workshop.secrecy import (
+from labkit.workshop.editions.secrecy import (
     ANSWERS,
     ANSWERS_IN_TASK,
     EXERCISE_CELLS,
@@ -45,6 +37,14 @@ from labkit.workshop.secrecy import (
     seen_in_cell,
     spoilers,
 )
+from labkit.workshop.editions.student import (
+    CHECKER_TAG,
+    KEEP_OUTPUT_TAG,
+    LEARNER_DOCS,
+    build_learner_folder,
+    edition_name,
+    student_notebook,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -52,8 +52,8 @@ README = REPO / "README.md"
 DOCS = {p.name: p.read_text() for p in sorted((REPO / "docs").glob("*.md"))}
 BEFORE_LAST_EXERCISE = STUDENT_PATH[:STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1]
 CAPTURE_ID = "labkit-capture-figure-text"
-INSPECT = "__import__('labkit.workshop.secrecy', fromlist=['_']).inspect_namespace()"
-CAPTURE = "__import__('labkit.workshop.secrecy', fromlist=['_']).capture_figure_text()"
+INSPECT = "__import__('labkit.workshop.editions.secrecy', fromlist=['_']).inspect_namespace()"
+CAPTURE = "__import__('labkit.workshop.editions.secrecy', fromlist=['_']).capture_figure_text()"
 
 
 def _read_edition(folder: Path) -> dict:
@@ -366,7 +366,7 @@ def _readme_figure_texts(path: str) -> str:
 
     matplotlib.use("Agg")
     from labkit.viz.figures import draw_learner_figure
-    from labkit.workshop.secrecy import figure_texts
+    from labkit.workshop.editions.secrecy import figure_texts
 
     fig = draw_learner_figure(Path(path).name)
     return "\n".join(t["text"] for t in figure_texts(fig)["texts"])

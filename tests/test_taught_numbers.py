@@ -3,8 +3,8 @@
 Three kinds of check, each with its tolerance stated beside it:
 
 * blocks: README.md, docs/INSTRUCTOR_GUIDE.md and docs/MECHANICS.md hold their measured numbers
-  between ``<!-- KIND:NAME -->`` markers, rendered from the records (labkit.docblocks,
-  labkit.taught, labkit.workshop.agenda). Tolerance: none on the text; the numbers are the
+  between ``<!-- KIND:NAME -->`` markers, rendered from the records (labkit.docgen.blocks,
+  labkit.docgen.numbers, labkit.workshop.editions.agenda). Tolerance: none on the text; the numbers are the
   record's, rounded as printed (a range "a-b" is the record's minimum and maximum over the stated
   shapes). Any hand edit inside a block, or a record re-measured without ``python -m labkit docs
   --write``, fails;
@@ -24,17 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from labkit import docblocks, taught
+from labkit.docgen import blocks, numbers
 from labkit.viz.gpu_records import load_record, race_block_entries
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = {name: ROOT / name for name in docblocks.DOCUMENTS}
+DOCS = {name: ROOT / name for name in blocks.DOCUMENTS}
 GPU_NOTEBOOKS = ("notebooks/04_timing.ipynb", "notebooks/08_appendix_kernel_engineering.ipynb")
 
 
 @pytest.fixture(scope="module")
 def renderers():
-    return taught.all_renderers()
+    return numbers.all_renderers()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def gpu():
 
 
 def _blocks():
-    return [(name, key) for name, path in DOCS.items() for key in docblocks.keys_in(path.read_text())]
+    return [(name, key) for name, path in DOCS.items() for key in blocks.keys_in(path.read_text())]
 
 
 # -- blocks: exact -------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _blocks():
 def test_each_block_is_its_records_rendering(renderers, doc, key):
     # Tolerance: none. The text between the markers must be exactly what the record renders to.
     assert key in renderers, f"{doc} has a block {key} that nothing renders"
-    shown = docblocks.rendered_in(DOCS[doc].read_text(), key)
+    shown = blocks.rendered_in(DOCS[doc].read_text(), key)
     assert shown == renderers[key](), (
         f"{doc}'s block {key} differs from its record: a number was edited by hand, or the record was "
         f"re-measured; run python -m labkit docs --write")
@@ -66,31 +66,31 @@ def test_every_rendered_block_is_taught_somewhere(renderers):
 def test_a_number_changed_in_a_document_is_caught(tmp_path, renderers):
     doc = tmp_path / "README.md"
     doc.write_text(DOCS["README.md"].read_text())
-    assert docblocks.stale_blocks(doc, renderers) == []
+    assert blocks.stale_blocks(doc, renderers) == []
     text = doc.read_text()
-    block = docblocks.rendered_in(text, "gpu:kernel")
+    block = blocks.rendered_in(text, "gpu:kernel")
     planted = re.sub(r"(\d+)-(\d+)% of the", lambda m: f"{m[1]}-{int(m[2]) + 3}% of the", block, count=1)
     assert planted != block
     doc.write_text(text.replace(block, planted))
-    assert docblocks.stale_blocks(doc, renderers) == ["gpu:kernel"]
+    assert blocks.stale_blocks(doc, renderers) == ["gpu:kernel"]
 
 
 def test_a_record_that_drifts_no_longer_matches_the_docs(gpu):
     drifted = copy.deepcopy(gpu)
     for entry in drifted["kernel"]["sizes"]:
         entry["ms"]["masked"] *= 1.10  # the kernel 10% slower: its share of copy bandwidth falls
-    shown = docblocks.rendered_in(DOCS["README.md"].read_text(), "gpu:kernel")
-    assert taught.renderers(gpu=gpu)["gpu:kernel"]() == shown
-    assert taught.renderers(gpu=drifted)["gpu:kernel"]() != shown
+    shown = blocks.rendered_in(DOCS["README.md"].read_text(), "gpu:kernel")
+    assert numbers.renderers(gpu=gpu)["gpu:kernel"]() == shown
+    assert numbers.renderers(gpu=drifted)["gpu:kernel"]() != shown
 
 
 def test_the_figures_and_the_text_quote_the_same_race_shares(gpu):
     # The race_blocks figure labels each run with the share the text prints (both from race_runs).
     from labkit.viz.gpu_records import race_runs
 
-    text = docblocks.rendered_in(DOCS["README.md"].read_text(), "gpu:race")
+    text = blocks.rendered_in(DOCS["README.md"].read_text(), "gpu:race")
     for run in race_runs(gpu):
-        if run["vocab"] == taught.REAL_VOCAB:
+        if run["vocab"] == numbers.REAL_VOCAB:
             assert f"{run['padded_share']:.0%} in run {run['run']}" in text
 
 
@@ -132,18 +132,18 @@ def _code(path: str) -> str:
 
 def test_notebook_04s_race_prose_matches_the_record(gpu):
     text = " ".join(_markdown("notebooks/04_timing.ipynb").split())
-    real = next(e for e in race_block_entries(gpu) if e["vocab"] == taught.REAL_VOCAB)
+    real = next(e for e in race_block_entries(gpu) if e["vocab"] == numbers.REAL_VOCAB)
     # Tolerance: none on the block count and size, and the block is the one the code launches for the
     # race's 8 rows.
     from labkit.kernels.gumbel_tuning import launch_config
 
     assert f"a row is {real['num_blocks']} blocks of {real['block_v']}" in text
-    assert real["block_v"] == launch_config(8, taught.REAL_VOCAB, interpreted=False)["block_v"]
+    assert real["block_v"] == launch_config(8, numbers.REAL_VOCAB, interpreted=False)["block_v"]
     from labkit.viz.gpu_records import race_runs, superseded
 
     # "about three fifths": every current run's padded share at 151936 in [55%, 65%) ...
     assert "about three fifths of it from the padded row" in text
-    shares = [r["padded_share"] for r in race_runs(gpu) if r["vocab"] == taught.REAL_VOCAB]
+    shares = [r["padded_share"] for r in race_runs(gpu) if r["vocab"] == numbers.REAL_VOCAB]
     assert shares and all(0.55 <= s < 0.65 for s in shares)
     # ... "most blocks" mixed inside ...
     assert "inside most blocks" in text and real["mixed_blocks"] > 0.5 * real["launches"] * real["num_blocks"]
@@ -152,25 +152,25 @@ def test_notebook_04s_race_prose_matches_the_record(gpu):
     # its block; race does not, so its runs are told apart by date), every one at 151936 in [35%, 50%).
     assert "with blocks of 4096, and took a little under half of q from the padded row" in text
     earlier = [(old["provenance"]["date"], e) for old in superseded(gpu, "race_blocks")
-               for e in race_block_entries({"race_blocks": old["data"]}) if e["vocab"] == taught.REAL_VOCAB]
+               for e in race_block_entries({"race_blocks": old["data"]}) if e["vocab"] == numbers.REAL_VOCAB]
     assert {e["block_v"] for _, e in earlier} == {4096, real["block_v"]}
     last_of_4096 = max(date for date, e in earlier if e["block_v"] == 4096)
     early = [sum(e["padded_share_per_launch"]) / e["launches"] for _, e in earlier if e["block_v"] == 4096]
     early += [r["padded_share"] for r in race_runs(gpu, include_superseded=True)
-              if r["superseded"] and r["section"] == "race" and r["vocab"] == taught.REAL_VOCAB
+              if r["superseded"] and r["section"] == "race" and r["vocab"] == numbers.REAL_VOCAB
               and r["provenance"]["date"] <= last_of_4096]
     assert len(early) >= 3 and all(0.35 <= s < 0.5 for s in early)
     # "how often changes from run to run ... in some of which the padded row won fewer than two
     # launches in three" (the toy vocabulary).
     assert "in some of which the padded row won fewer than two launches in three" in text
-    toy = [r for r in race_runs(gpu, include_superseded=True) if r["vocab"] != taught.REAL_VOCAB]
+    toy = [r for r in race_runs(gpu, include_superseded=True) if r["vocab"] != numbers.REAL_VOCAB]
     assert any(r["superseded"] and r["padded_won"] / r["launches"] < 2 / 3 for r in toy)
 
 
 def test_readmes_dflash_count_is_a_fresh_runs():
     # Tolerance: none. The CPU bench is deterministic (seeded, torch backend).
     from labkit.backends import using_backend
-    from labkit.repro import BenchConfig, run_bench
+    from labkit.bench.repro import BenchConfig, run_bench
 
     found = re.search(r"DFlash's pad 0 corrupts slot 0's\s+requests \((\d+) of (\d+) at seed 0\)",
                       DOCS["README.md"].read_text())
@@ -183,10 +183,10 @@ def test_readmes_dflash_count_is_a_fresh_runs():
 def test_the_repro_record_holds_what_the_bench_gives_now():
     # Tolerance: none on the counts (deterministic on the torch backend); the times are the record's.
     from labkit.backends import using_backend
-    from labkit.modes import DEFAULT_MODES
-    from labkit.repro import BenchConfig, run_bench
+    from labkit.bench.modes import DEFAULT_MODES
+    from labkit.bench.repro import BenchConfig, run_bench
 
-    table = taught.cpu_record()["commands"][taught.DEFAULT_REPRO]["output"].splitlines()
+    table = numbers.cpu_record()["commands"][numbers.DEFAULT_REPRO]["output"].splitlines()
     recorded = {line.split()[0]: int(line.split()[4]) for line in table[1:]}
     with using_backend("torch"):
         result = run_bench(BenchConfig(prompts=50, seed=0), DEFAULT_MODES, progress=False)
@@ -200,13 +200,13 @@ STRAY = (r"\b\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x (?:faster|slower)", r"\d+% of (?:
 
 
 def _outside_blocks(text: str) -> str:
-    for key in docblocks.keys_in(text):
-        begin, end = docblocks.markers(key)
-        text = text.replace(f"{begin}\n{docblocks.rendered_in(text, key)}\n{end}", "")
+    for key in blocks.keys_in(text):
+        begin, end = blocks.markers(key)
+        text = text.replace(f"{begin}\n{blocks.rendered_in(text, key)}\n{end}", "")
     return text
 
 
-@pytest.mark.parametrize("path", [*docblocks.DOCUMENTS, *GPU_NOTEBOOKS])
+@pytest.mark.parametrize("path", [*blocks.DOCUMENTS, *GPU_NOTEBOOKS])
 def test_no_measured_gpu_claim_is_typed_by_hand(path):
     text = _markdown(path) if path.endswith(".ipynb") else _outside_blocks((ROOT / path).read_text())
     found = [m.group(0) for pattern in STRAY for m in re.finditer(pattern, " ".join(text.split()))]
@@ -219,16 +219,16 @@ def test_the_make_test_block_lists_each_recorded_stage_and_the_whole():
         "make test (fresh clone) stage unit": {"seconds": [120.4], "target_s": None, "ok": True, "provenance": prov},
         "make test (fresh clone) stage room": {"seconds": [71.0], "target_s": None, "ok": True, "provenance": prov},
         "make test (fresh clone)": {"seconds": [512.2], "target_s": 600.0, "ok": True, "provenance": prov}}}
-    text = taught.render_make_test(record)
+    text = numbers.render_make_test(record)
     assert "| unit | 120 |" in text and "| room | 71 |" in text and "**512**" in text
     assert "(passed)" in text and "under 10 minutes" in text and "2026-12-01 15:00 UTC" in text
     record["commands"]["make test (fresh clone)"]["ok"] = False
-    assert "(FAILED)" in taught.render_make_test(record)
-    assert "No fresh-clone run" in taught.render_make_test({"commands": {}})
-    assert "beside" not in taught.render_make_test(record)
+    assert "(FAILED)" in numbers.render_make_test(record)
+    assert "No fresh-clone run" in numbers.render_make_test({"commands": {}})
+    assert "beside" not in numbers.render_make_test(record)
     # A stage that ran in the background is marked, and the block says why the stages outsum the whole.
     record["commands"]["make test (fresh clone) stage room"]["note"] = "passed beside"
-    text = " ".join(taught.render_make_test(record).split())
+    text = " ".join(numbers.render_make_test(record).split())
     assert "| room (beside other stages) | 71 |" in text and "| unit | 120 |" in text
     assert "room ran in the background, beside other stages" in text and "the wall clock" in text
 
@@ -240,11 +240,11 @@ def test_the_make_test_block_names_its_commit_and_the_target_without_the_set_up(
         "make test (fresh clone) stage unit": {"seconds": [120.4], "target_s": None, "ok": True, "provenance": prov},
         "make test (fresh clone)": {"seconds": [300.6], "target_s": 360.0, "ok": True, "provenance": prov,
                                     "target_excludes": ["set-up"]}}}
-    text = " ".join(taught.render_make_test(record).split())
+    text = " ".join(numbers.render_make_test(record).split())
     assert "fresh clone of commit 0123456" in text and "| **without the set-up** | **270** |" in text
     assert "target: under 6 minutes without the set-up" in text
     del prov["commit"]
-    assert "a commit the record does not name" in taught.render_make_test(record)
+    assert "a commit the record does not name" in numbers.render_make_test(record)
 
 
 def test_the_make_test_block_says_chromium_was_there_only_where_the_browser_stage_ran():
@@ -253,12 +253,12 @@ def test_the_make_test_block_says_chromium_was_there_only_where_the_browser_stag
     record = {"commands": {
         "make test (fresh clone) stage browser": browser,
         "make test (fresh clone)": {"seconds": [300.6], "target_s": 360.0, "ok": True, "provenance": prov}}}
-    assert "Chromium already installed" in " ".join(taught.render_make_test(record).split())
+    assert "Chromium already installed" in " ".join(numbers.render_make_test(record).split())
     browser["note"] = "skipped"
-    text = " ".join(taught.render_make_test(record).split())
+    text = " ".join(numbers.render_make_test(record).split())
     assert "Chromium already installed" not in text and "the browser stage skipped: no Chromium" in text
     del record["commands"]["make test (fresh clone) stage browser"]
-    assert "no browser stage recorded" in " ".join(taught.render_make_test(record).split())
+    assert "no browser stage recorded" in " ".join(numbers.render_make_test(record).split())
 
 
 def test_bench_cpu_times_a_fresh_clone_with_the_browser_stage_required(monkeypatch):
@@ -295,18 +295,18 @@ def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
     bench = _bench_cpu()
     measured = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": False}
     stage = bench.Timing("make test (fresh clone) stage set-up", 30.0, None, True, commit=measured)
-    whole = bench.Timing(taught.FRESH_CLONE, 330.0, 360.0, True, commit=measured, excluded_s=30.0)
+    whole = bench.Timing(numbers.FRESH_CLONE, 330.0, 360.0, True, commit=measured, excluded_s=30.0)
     assert whole.verdict() == "within target"  # 300 s counted: the set-up is left out
     path = bench.write_command_record([stage, whole], "bench", path=tmp_path / "times.json")
     record = json.loads(path.read_text())
-    assert record["commands"][taught.FRESH_CLONE]["provenance"]["commit"] == measured["commit"]
-    assert record["commands"][taught.FRESH_CLONE]["target_excludes"] == ["set-up"]
+    assert record["commands"][numbers.FRESH_CLONE]["provenance"]["commit"] == measured["commit"]
+    assert record["commands"][numbers.FRESH_CLONE]["target_excludes"] == ["set-up"]
     # Measured again with other stages: the old stages go, the new ones keep their running order.
-    later = [bench.Timing(f"{taught.FRESH_CLONE} stage {name}", 10.0, None, True, commit=measured)
+    later = [bench.Timing(f"{numbers.FRESH_CLONE} stage {name}", 10.0, None, True, commit=measured)
              for name in ("unit", "lint")]
     bench.write_command_record([*later, whole], "bench", path=path)
-    stages = [w for w in json.loads(path.read_text())["commands"] if w.startswith(taught.FRESH_CLONE + " stage ")]
-    assert stages == [f"{taught.FRESH_CLONE} stage unit", f"{taught.FRESH_CLONE} stage lint"]
+    stages = [w for w in json.loads(path.read_text())["commands"] if w.startswith(numbers.FRESH_CLONE + " stage ")]
+    assert stages == [f"{numbers.FRESH_CLONE} stage unit", f"{numbers.FRESH_CLONE} stage lint"]
     here = bench.commit_of(ROOT)  # this tree's own, where no clone was measured
     assert here["commit"] is None or len(here["commit"]) == 40
 
@@ -316,11 +316,11 @@ def test_readme_renders_a_make_test_record_of_a_commit_that_is_an_ancestor_of_he
     # is committed after the run, so the commit it names is HEAD's ancestor (or HEAD, when measured by hand).
     from checkout import git, no_git_reason
 
-    prov = taught.cpu_record()["commands"][taught.FRESH_CLONE]["provenance"]
+    prov = numbers.cpu_record()["commands"][numbers.FRESH_CLONE]["provenance"]
     commit = prov.get("commit")
     assert commit, ("labkit/data/cpu/command_times.json's fresh-clone run names no commit: measure again on "
                     "the commit to ship, make bench-cpu ARGS=\"--only fresh-clone\", and commit the record")
-    shown = re.search(r"fresh clone of commit ([0-9a-f]{7,40})", docblocks.rendered_in(DOCS["README.md"].read_text(),
+    shown = re.search(r"fresh clone of commit ([0-9a-f]{7,40})", blocks.rendered_in(DOCS["README.md"].read_text(),
                                                                                      "cpu:make-test") or "")
     assert shown and commit.startswith(shown.group(1)), "README.md's make-test block does not name the record's commit"
     if git("rev-parse", "HEAD") is None:

@@ -269,11 +269,11 @@ def test_the_gpu_section_reads_the_carried_trees_and_says_when_they_are_missing(
 
 
 def test_the_verdicts_in_vllm_map_are_rendered_from_the_records():
-    from labkit import docblocks
+    from labkit.docgen import blocks
     from labkit.upstream.record import DOC, renderers
 
-    assert "upstream:verdicts" in docblocks.keys_in(DOC.read_text())
-    assert docblocks.stale_blocks(DOC, renderers()) == [], "run: python -m labkit.upstream.record --docs"
+    assert "upstream:verdicts" in blocks.keys_in(DOC.read_text())
+    assert blocks.stale_blocks(DOC, renderers()) == [], "run: python -m labkit.upstream.record --docs"
 
 
 def test_notebook_06_prints_the_verdicts_of_the_records():

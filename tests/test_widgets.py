@@ -12,9 +12,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from labkit import backends
+from labkit.bench.runs import engine_run, timeline_source
+from labkit.bench.scenario import LONG_SCHEDULE, TIMELINE
 from labkit.config import DrafterConfig, FixSwitches
-from labkit.runs import engine_run, timeline_source
-from labkit.scenario import LONG_SCHEDULE, TIMELINE
 from labkit.viz import mapping_plots
 from labkit.viz.style import caption_of
 from labkit.viz.widgets import Explorer, explorer_figure, explorer_state

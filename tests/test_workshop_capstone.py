@@ -17,13 +17,13 @@ from workshop_helpers import kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
+from labkit.bench.modes import mode_named
+from labkit.bench.repro import BenchConfig, bench_requests
 from labkit.engine import Engine
 from labkit.errors import LabkitInputError
 from labkit.models import load_toy_models
-from labkit.modes import mode_named
-from labkit.repro import BenchConfig, bench_requests
 from labkit.workshop import checkers as ex
-from labkit.workshop.capstone import run_capstone
+from labkit.workshop.exercises.capstone import run_capstone
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 

@@ -7,10 +7,10 @@ import torch
 from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: chooses the backend)
-from labkit.scenario import propose_inputs
+from labkit.bench.scenario import propose_inputs
 from labkit.workshop import checkers as ex
-from labkit.workshop.dflash_pad import dflash_speculator
-from labkit.workshop.host_steps import SCHEDULE
+from labkit.workshop.exercises.dflash_mapping import dflash_speculator
+from labkit.workshop.harness.host_steps import SCHEDULE
 
 # ---------------------------------------------------------------------------------------- right
 

@@ -11,11 +11,11 @@ import torch
 from workshop_helpers import assert_rejected, assert_solved, kept_answers  # noqa: F401 (autouse)
 
 import labkit  # noqa: F401  (first: chooses the backend)
-from labkit.scenario import propose_inputs
+from labkit.bench.scenario import propose_inputs
 from labkit.workshop import checkers as ex
-from labkit.workshop.answers import answers_folder
-from labkit.workshop.fill import FILL, fill_speculator
-from labkit.workshop.host_steps import SCHEDULE
+from labkit.workshop.exercises.host_mapping import FILL, fill_speculator
+from labkit.workshop.exercises.kept_code import answers_folder
+from labkit.workshop.harness.host_steps import SCHEDULE
 
 # ---------------------------------------------------------------------------------------- right
 

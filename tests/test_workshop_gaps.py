@@ -13,8 +13,8 @@ from labkit import backends
 from labkit.graphs import GraphRunner
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import row_key, tl, triton, uniform  # noqa: F401 (the kernel below)
-from labkit.workshop.host_steps import WIDE, WIDE_SCHEDULE
-from labkit.workshop.starting_code import STARTING_CODE
+from labkit.workshop.exercises.starting_code import STARTING_CODE
+from labkit.workshop.harness.host_steps import WIDE, WIDE_SCHEDULE
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 
@@ -149,7 +149,7 @@ def test_the_starting_code_the_checkers_know_is_notebook_07s_skeletons():
     import json
     from pathlib import Path
 
-    from labkit.workshop.starting_code import is_starting_code
+    from labkit.workshop.exercises.starting_code import is_starting_code
 
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_exercises.ipynb").read_text())
     cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}

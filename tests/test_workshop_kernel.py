@@ -21,8 +21,8 @@ import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import row_key, tl, triton, uniform
-from labkit.workshop.kernel_mask import judge_launch
-from labkit.workshop.launch_harness import kernel_case, launch_triton
+from labkit.workshop.exercises.sampling_kernel import judge_launch
+from labkit.workshop.harness.launches import kernel_case, launch_triton
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 needs_kernels = pytest.mark.skipif(not KERNELS_RUN, reason="Triton kernels cannot run here (no Triton, or no GPU "
@@ -577,7 +577,7 @@ def test_a_compiled_launchs_race_on_a_spilled_entry_is_not_taken_for_a_read_of_t
     checker blamed a read of temperature[-1]. Simulated here, on any machine: the race alone (entry 0
     of a row differs between the sets) is not a read; a whole row that differs (what a guard read of the
     temperature does) still is."""
-    import labkit.workshop.launch_harness as harness
+    import labkit.workshop.harness.launches as harness
 
     case = kernel_case(0, "cpu")
     tokens_ref, q_ref = case.reference()

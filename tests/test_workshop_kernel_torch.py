@@ -20,7 +20,7 @@ import labkit  # noqa: F401
 from labkit import backends
 from labkit.kernels.noise import gumbel_torch, row_key_torch
 from labkit.workshop import checkers as ex
-from labkit.workshop.launch_harness import kernel_case, launch_torch
+from labkit.workshop.harness.launches import kernel_case, launch_torch
 
 # ---------------------------------------------------------------------------------------- right
 

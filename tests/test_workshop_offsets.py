@@ -86,7 +86,7 @@ def test_compiled_the_integers_given_to_the_helper_stay_tensors():
     # constant unless told not to, and `step.to(tl.int64)` then fails. The interpreter never does
     # that, so here the kernels are checked as a GPU compiles them; on a GPU,
     # test_offsets_widened_before_the_multiply_are_accepted launches them for real.
-    path = Path(__file__).resolve().parent.parent / "labkit" / "workshop" / "offset_kernels.py"
+    path = Path(__file__).resolve().parent.parent / "labkit" / "workshop" / "harness" / "offset_kernels.py"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", _COMPILED_PARAMS, str(path)], capture_output=True, text=True,
                          env=env, timeout=300)

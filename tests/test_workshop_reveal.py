@@ -21,9 +21,9 @@ from workshop_helpers import kept_answers  # noqa: F401 (autouse)
 import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
 from labkit.workshop import checkers as ex
-from labkit.workshop.answers import Answer, answers_folder, keep, learner_source, saved_answer
-from labkit.workshop.pr_fix import PIECES, pr_fix
-from labkit.workshop.reveal import Reveal, Reveals
+from labkit.workshop.exercises.kept_code import Answer, answers_folder, keep, learner_source, saved_answer
+from labkit.workshop.exercises.kit_code import PIECES, pr_fix
+from labkit.workshop.exercises.reveal import Reveal, Reveals
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
 RUN_THE_CHECKER = "Run exercise ({})'s checker in notebook 07 to see yours here."
@@ -145,7 +145,7 @@ def test_a_fix_gives_no_later_exercise_away(exercise, later):
 
 
 def test_a_function_that_is_gone_says_where_to_look(monkeypatch):
-    from labkit.workshop import pr_fix as module
+    from labkit.workshop.exercises import kit_code as module
 
     broken = {"a": ("labkit/speculator.py, Speculator.copy_idx_mapping",
                     (module.Piece("labkit.speculator:Speculator.no_such_method", "fill"),))}
@@ -156,7 +156,7 @@ def test_a_function_that_is_gone_says_where_to_look(monkeypatch):
 @pytest.mark.parametrize("key", sorted(PIECES))
 def test_each_fix_excerpt_is_whole_functions_numbered_as_in_their_files(key):
     """An excerpt starts at a def (or the decorator above it) and holds every line of the function."""
-    from labkit.workshop import pr_fix as module
+    from labkit.workshop.exercises import kit_code as module
 
     exercise, _, variant = key.partition("-")
     excerpts = pr_fix(exercise, variant or "torch").text.split("\n     ...\n")
@@ -189,7 +189,7 @@ def test_in_a_notebook_answers_go_to_my_answers_beside_it(tmp_path, monkeypatch)
 def test_every_reveal_names_where_its_part_lives_in_vllm_and_links_the_map():
     from pathlib import Path
 
-    from labkit.workshop.reveal import EXERCISES, MAP_DOC, UPSTREAM, reveal
+    from labkit.workshop.exercises.reveal import EXERCISES, MAP_DOC, UPSTREAM, reveal
 
     repo = Path(__file__).resolve().parents[1]
     assert (repo / MAP_DOC).is_file()

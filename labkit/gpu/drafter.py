@@ -5,8 +5,8 @@ launches, and the toy engine end to end.
     bench_e2e                   tokens/s of the toy engine per mode
     graph_step_applications     how often GraphRunner applies a step on the call that captures it
 
-The speculator is the kit's own (mode ``graph-fixed``), built from :data:`labkit.modes.MODES`
-and fed by :func:`labkit.scenario.propose_inputs`; benchmarks build it with ``validate=False`` so that
+The speculator is the kit's own (mode ``graph-fixed``), built from :data:`labkit.bench.modes.MODES`
+and fed by :func:`labkit.bench.scenario.propose_inputs`; benchmarks build it with ``validate=False`` so that
 the sampling launch does not check its inputs on the host (which synchronises).
 """
 
@@ -25,10 +25,10 @@ TOY_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 def toy_speculator(capture_sizes=TOY_CAPTURE_SIZES, *, k: int = 4, validate: bool = False,
                    mode: str = "graph-fixed"):
-    """The toy drafter on the GPU, every slot live, inputs from labkit.scenario.propose_inputs."""
+    """The toy drafter on the GPU, every slot live, inputs from labkit.bench.scenario.propose_inputs."""
+    from labkit.bench.modes import mode_named
+    from labkit.bench.scenario import propose_inputs
     from labkit.models import load_toy_models
-    from labkit.modes import mode_named
-    from labkit.scenario import propose_inputs
     from labkit.speculator import build_speculator
 
     models = load_toy_models("cuda")
@@ -86,8 +86,8 @@ def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), l
     One warm-up run first (Triton compiles, graphs are captured on first use), then `repeats`
     runs; medians. The toy models are tiny, so the engine is bound by Python and launches: the
     numbers compare modes, they are not a serving benchmark."""
+    from labkit.bench.repro import BenchConfig, run_bench
     from labkit.models import load_toy_models
-    from labkit.repro import BenchConfig, run_bench
 
     out = {"warmup_runs": 1, "graph_step_applications": graph_step_applications()}
     models = load_toy_models("cuda")
@@ -145,7 +145,7 @@ def bench_draft_checks(rows_list=(1, 8, 32, 64), k: int = 4, iters: int = 60, lo
     host and read nothing back from the GPU (tests/test_gpu.py asserts that no call of the step
     synchronises). Wall clock to the step's tokens being ready, medians of `iters` interleaved
     runs."""
-    from labkit.scenario import propose_inputs
+    from labkit.bench.scenario import propose_inputs
 
     capture_sizes = tuple(sorted(set(rows_list)))
     on = toy_speculator(capture_sizes, k=k, validate=True, mode="eager")

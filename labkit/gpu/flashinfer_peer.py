@@ -29,8 +29,10 @@ from pathlib import Path
 
 import torch
 
+from labkit import paths
+
 INCLUDE_ENV = "LABKIT_FLASHINFER_INCLUDE"
-BUILD_DIR = Path(__file__).resolve().parents[2] / "build" / "flashinfer-peer"
+BUILD_DIR = paths.BUILD / "flashinfer-peer"
 ENTRY = "labkit_sampling_from_logits"
 
 # The whole of the kit's side: one C function around FlashInfer's public template.

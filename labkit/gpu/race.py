@@ -1,6 +1,6 @@
 """Who wins when a padded row and a live row store to the same q, on a real GPU.
 
-The scenario is docs/MECHANICS.md's timeline (:data:`labkit.scenario.MECHANICS_SCHEDULE`): 8 live
+The scenario is docs/MECHANICS.md's timeline (:data:`labkit.bench.scenario.MECHANICS_SCHEDULE`): 8 live
 requests in slots 0..7, then slot 3 finishes. The graph of 8 rows replays for 7 live rows, so row 6
 (live) and padded row 7 (stale: it still says slot 7) both store to ``q[7]``, each program its own
 vocab block. Every launch gets fresh logits; the padded row's are shifted by +100 so that the two
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import torch
 
+from labkit.bench.scenario import MECHANICS_SCHEDULE
 from labkit.gpu.timing import graphed
 from labkit.kernels.gumbel import kernel_launcher
 from labkit.kernels.gumbel_tuning import launch_config
 from labkit.kernels.sampling_state import SamplingState
-from labkit.scenario import MECHANICS_SCHEDULE
 
 TEMPERATURE = 0.8
 PADDED_SHIFT = 100.0  # keeps the padded row's values apart from the live row's

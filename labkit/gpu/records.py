@@ -14,6 +14,8 @@ import platform
 import subprocess
 from pathlib import Path
 
+from labkit import paths
+
 RECORD_NAME = "gpu_benchmarks.json"
 PROGRAM = "python -m labkit.gpu"
 TIMING_NOTE = ("CUDA events per iteration, median. kernel.ms: a CUDA graph holding one call, replayed with "
@@ -40,7 +42,7 @@ def _nvidia_smi() -> dict:
 
 
 def _git() -> dict:
-    root = Path(__file__).resolve().parents[2]
+    root = paths.REPO
     commit = _output_of(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
     dirty = _output_of(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     if commit is None and os.environ.get("LABKIT_SOURCE_COMMIT"):

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from labkit import paths
 from labkit.gpu.sanitizer_probe import CASES
 
 OVERRIDE = "LABKIT_COMPUTE_SANITIZER"  # a path to the binary, where it is not found by itself
@@ -39,7 +40,7 @@ EXPECTED = {"fixed": "0 errors: a padded row's masked loads and store touch no m
                          "the kernel gets that far before memcheck stops it",
             "stale_slot": "0 errors, while the padded row's values land in live slot 7's q (probe.audit): every "
                           "access is in bounds, so memcheck cannot see the bug; the audit's comparison does"}
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = paths.REPO
 
 
 def _candidates() -> list[str]:

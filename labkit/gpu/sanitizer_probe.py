@@ -48,7 +48,7 @@ def _inputs(stale: bool = False, device: str = "cuda"):
     `stale`, it still holds slot 7 from the step before (the bug)."""
     import torch
 
-    from labkit.scenario import MECHANICS_SCHEDULE
+    from labkit.bench.scenario import MECHANICS_SCHEDULE
 
     before, live = list(MECHANICS_SCHEDULE[0]), list(MECHANICS_SCHEDULE[1])
     rows = len(before)

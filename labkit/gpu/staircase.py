@@ -23,7 +23,7 @@ REPS = 5  # calls per graph in the kernel staircase
 def bench_staircase_toy(capture_sizes=TOY_CAPTURE_SIZES, log=print) -> dict:
     """Time of the toy draft step against live rows: graph replay of the padded size vs eager
     launches on exactly the live rows (rows past the live ones hold -1: mode graph-fixed)."""
-    from labkit.scenario import propose_inputs
+    from labkit.bench.scenario import propose_inputs
 
     spec = toy_speculator(capture_sizes, validate=False)
     points = []

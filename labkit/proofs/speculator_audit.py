@@ -7,8 +7,8 @@
 
 The reference is the same speculator run eagerly (exactly the live rows, as vLLM's eager mode
 does); the audited run is its graph replay on the padded row count. The default batch is
-:data:`labkit.scenario.MECHANICS_BATCH` (docs/MECHANICS.md's step t+1: slot 3 finished, 7 rows
-padded to 8); the step inputs come from :func:`labkit.scenario.propose_inputs`.
+:data:`labkit.bench.scenario.MECHANICS_BATCH` (docs/MECHANICS.md's step t+1: slot 3 finished, 7 rows
+padded to 8); the step inputs come from :func:`labkit.bench.scenario.propose_inputs`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import copy
 from dataclasses import replace
 from typing import Sequence
 
+from labkit.bench.scenario import MECHANICS_BATCH, propose_inputs
 from labkit.errors import LabkitInputError
 from labkit.proofs.audit import DEFAULT_POISONS, STALE, AuditReport, Buffer, audit_step
-from labkit.scenario import MECHANICS_BATCH, propose_inputs
 
 DEFAULT_CAPTURE_SIZES = (1, 2, 4, 8)
 
@@ -64,8 +64,8 @@ def _speculator(spec_or_mode, models, *, k: int, max_num_reqs: int, capture_size
 
     if isinstance(spec_or_mode, str):
         from labkit import backends
+        from labkit.bench.modes import mode_named
         from labkit.models import load_toy_models
-        from labkit.modes import mode_named
         from labkit.speculator import build_speculator
 
         models = models or load_toy_models(backends.default_device())
@@ -97,7 +97,7 @@ def audit_speculator(
     """Audit one of the kit's speculators on one batch of live slots (in row order).
 
     spec_or_mode: a mode name ("graph-buggy", "graph-fixed", "dflash-buggy", ...; see
-    :data:`labkit.modes.MODES`), a :class:`~labkit.speculator.Speculator`, or a function that
+    :data:`labkit.bench.modes.MODES`), a :class:`~labkit.speculator.Speculator`, or a function that
     returns one (k, max_num_reqs and capture_sizes apply to a mode name only). A speculator
     without a write trace gets one attached (:class:`~labkit.kernels.gumbel.WriteTrace`). A mode
     that refuses to run (graph-fill-only) raises PaddedSlotOutOfBoundsError, as it should.

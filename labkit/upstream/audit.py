@@ -1,9 +1,9 @@
 """A sampling kernel in the kit's stale-padding scenario, and the verdict: does it mask padded rows?
 
-The scenario is docs/MECHANICS.md's step t+1 (:data:`labkit.scenario.MECHANICS_BATCH`): 7 live
+The scenario is docs/MECHANICS.md's step t+1 (:data:`labkit.bench.scenario.MECHANICS_BATCH`): 7 live
 rows owning slots ``0 1 2 4 5 6 7``, run as a graph of 8 rows, k = 2 draft steps, a toy vocabulary
 of 31 tokens (one block of any kernel: the interpreter stays fast). Temperature, seeds and q
-(``draft_logits``) sit inside guarded allocations (:mod:`labkit.workshop.memory`). Two cases:
+(``draft_logits``) sit inside guarded allocations (:mod:`labkit.proofs.guarded`). Two cases:
 
     stale    the padded row holds a live slot, as a batch that shrank leaves it (before the host
              fill). Audited with the kit's padding-invariance audit (:func:`labkit.proofs.audit.audit_step`):
@@ -33,10 +33,10 @@ from typing import Callable
 import torch
 
 from labkit import backends
+from labkit.bench.scenario import MECHANICS_BATCH
 from labkit.proofs.audit import DEFAULT_POISONS, Buffer, audit_step
-from labkit.scenario import MECHANICS_BATCH
-from labkit.workshop.launch_harness import GUARD_Q, GUARD_SETS, Q_UNTOUCHED
-from labkit.workshop.memory import Access, Guarded, WildAccess, recording, wild_access_in
+from labkit.proofs.guarded import Access, Guarded, WildAccess, recording, wild_access_in
+from labkit.workshop.harness.launches import GUARD_Q, GUARD_SETS, Q_UNTOUCHED
 
 M = 8  # request-state slots (max_num_reqs)
 K = 2  # draft steps: columns of q

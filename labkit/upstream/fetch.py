@@ -23,11 +23,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from labkit import paths
 from labkit.upstream.loader import KERNEL_FILE, VERSION_FILE
 from labkit.upstream.releases import RELEASES
 from labkit.upstream.speculator_reading import SPEC_DECODE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.REPO
 TREES = ROOT / "build" / "vllm-trees"
 MARKER = "FETCHED_FROM.json"
 PIP_PLATFORM = ("--python-version", "3.12", "--platform", "manylinux_2_28_x86_64")

@@ -26,10 +26,11 @@ import platform
 import sys
 from pathlib import Path
 
+from labkit import paths
 from labkit.upstream.fetch import TREES, cached
 from labkit.upstream.releases import RELEASES
 
-CPU_RECORD = Path(__file__).resolve().parents[1] / "data" / "cpu" / "upstream_audit.json"
+CPU_RECORD = paths.DATA / "cpu" / "upstream_audit.json"
 TREES_ENV = "LABKIT_VLLM_TREES"
 
 
@@ -115,8 +116,8 @@ def case_lines(section: dict) -> list[str]:
     return out
 
 
-GPU_RECORD = Path(__file__).resolve().parents[1] / "data" / "gpu" / "h200.json"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "VLLM_MAP.md"
+GPU_RECORD = paths.DATA / "gpu" / "h200.json"
+DOC = paths.DOCS / "VLLM_MAP.md"
 
 
 def gpu_section() -> dict | None:
@@ -175,13 +176,13 @@ def main(argv=None) -> int:
                         help="a GPU run's gpu_benchmarks.json to merge into labkit/data/gpu/h200.json")
     parser.add_argument("--docs", action="store_true", help="only render the verdicts into docs/VLLM_MAP.md")
     args = parser.parse_args(argv)
-    from labkit import docblocks
+    from labkit.docgen import blocks
 
     if args.merge_gpu:
         print(f"merged the upstream_audit section into {merge_gpu_run(Path(args.merge_gpu))}")
     elif not args.docs:
         print(write_cpu_record(trees=Path(args.trees) if args.trees else None))
-    docblocks.write_into(DOC, renderers())
+    blocks.write_into(DOC, renderers())
     print(f"rendered the verdicts into {DOC}")
     return 0
 

@@ -11,7 +11,7 @@ from labkit.viz.style import BAD_COLOR, OK_COLOR, QUIET_COLOR, add_caption, run_
 def bench_figure(result, modes=None, *, title: str | None = None, source: str | None = None) -> Figure:
     """Per mode, responses identical to the eager reference (green) and corrupted (red).
 
-    `result` is a :class:`labkit.repro.BenchResult`; `source` the provenance line under the figure
+    `result` is a :class:`labkit.bench.repro.BenchResult`; `source` the provenance line under the figure
     (default: the labkit backend and device in use, the ones that ran a bench drawn right after).
     """
     names = list(modes or result.modes)

@@ -75,8 +75,8 @@ def q_pair_that_matters(min_change: float = 0.01):
     first, then DFlash's (pad 0: padded sample rows overwrite slot 0's q)."""
     from dataclasses import replace
 
-    from labkit.runs import timeline_run
-    from labkit.scenario import TIMELINE
+    from labkit.bench.runs import timeline_run
+    from labkit.bench.scenario import TIMELINE
 
     runs = {drafter: timeline_run(config=replace(TIMELINE, drafter=drafter).before_fix())
             for drafter in ("autoregressive", "dflash")}
@@ -101,7 +101,7 @@ def draw_learner_figure(name: str):
     if name == "moving_parts.png":
         return moving_parts()  # the learner's map: the bug's places, nothing of the fix
     if name == "ownership_map.png":
-        from labkit.runs import timeline_run
+        from labkit.bench.runs import timeline_run
 
         shrunk = timeline_run().launches[-1]  # the two-step timeline of notebook 02, before the fix
         return ownership_map(shrunk, title="eight requests, then slot 3 finishes: step t+1, before the fix")
@@ -115,10 +115,10 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     `bench`: a BenchResult to draw instead of running the bench (the default modes over
     `bench_prompts` prompts).
     """
+    from labkit.bench.modes import DEFAULT_MODES
+    from labkit.bench.repro import BenchConfig, run_bench
+    from labkit.bench.runs import engine_source
     from labkit.config import DrafterConfig
-    from labkit.modes import DEFAULT_MODES
-    from labkit.repro import BenchConfig, run_bench
-    from labkit.runs import engine_source
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

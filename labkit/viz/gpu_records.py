@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from labkit import paths
 from labkit.errors import LabkitInputError
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu"
+DATA_DIR = paths.DATA / "gpu"
 RACE_BLOCK_KEYS = ("vocab", "block_v", "launches", "rows", "padded_share_per_launch", "padded_wins_per_block",
                    "example_owner", "whole_launch_wins")
 

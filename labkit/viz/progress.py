@@ -1,8 +1,8 @@
 """Progress bars for the notebooks' longer runs.
 
 `tqdm.auto` draws a widget bar in JupyterLab and a text bar in a terminal. The kit's long runs
-report progress as ``progress(run, done, total)`` (:func:`labkit.repro.run_bench` per mode,
-:func:`labkit.workshop.capstone.run_capstone` per drafter); :func:`progress_bars` turns those calls
+report progress as ``progress(run, done, total)`` (:func:`labkit.bench.repro.run_bench` per mode,
+:func:`labkit.workshop.exercises.capstone.run_capstone` per drafter); :func:`progress_bars` turns those calls
 into one bar per run.
 """
 

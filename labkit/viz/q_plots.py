@@ -99,13 +99,13 @@ def _first_shared_slot(record) -> int:
 def timeline_q_pair(run=None, *, launch: int = -1, slot: int | None = None, step: int = 0) -> QPair:
     """q used vs drawn at one launch of a timeline run (default: docs/MECHANICS.md's, before the fix).
 
-    `run` is a :func:`labkit.runs.timeline_run`, which keeps each step's inputs and drafted tokens.
+    `run` is a :func:`labkit.bench.runs.timeline_run`, which keeps each step's inputs and drafted tokens.
     `p` is the target model's distribution given the same characters the drafter saw (its
     16-character window) plus the tokens drafted before `step`. `slot` defaults to the first live
     slot a padded row also stores to.
     """
     if run is None:
-        from labkit.runs import timeline_run
+        from labkit.bench.runs import timeline_run
 
         run = timeline_run()
     if run.error or not run.drafts:

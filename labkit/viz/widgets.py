@@ -2,7 +2,7 @@
 
 The logic is plain functions of a step and a drafter configuration, testable without a browser:
 :func:`explorer_state` says what to draw for them, from a recorded run of
-:mod:`labkit.runs`. :class:`Explorer` wires ipywidgets to it (ipywidgets is imported only there).
+:mod:`labkit.bench.runs`. :class:`Explorer` wires ipywidgets to it (ipywidgets is imported only there).
 Engine runs are cached per configuration, so moving the slider only redraws, and going back to a
 setting is instant.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from matplotlib.figure import Figure
 
+from labkit.bench.runs import RunSource, engine_source
 from labkit.config import DRAFTERS, DrafterConfig, FixSwitches
-from labkit.runs import RunSource, engine_source
 from labkit.speculator import LaunchRecord
 from labkit.viz.mapping_plots import MappingGrid, draw_mapping, kind_legend_handles, launched_width, mapping_grid
 from labkit.viz.ownership_plots import draw_ownership, ownership

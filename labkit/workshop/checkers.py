@@ -18,25 +18,25 @@ q, and what your code touched outside the buffers), never the text of your code,
 raise. A checker run on the code its exercise starts from says "not attempted yet" and nothing
 else. A check of (b) that fails draws the launch it failed on (who stored into each slot of q,
 and what touched the guard memory); a check that passes shows the PR's fix beside your code
-(:mod:`labkit.workshop.reveal`). Every check keeps your code in ``my_answers/<exercise>.py``
-($LABKIT_ANSWERS), for notebook 03. The capstone (:func:`labkit.workshop.capstone.run_capstone`)
+(:mod:`labkit.workshop.exercises.reveal`). Every check keeps your code in ``my_answers/<exercise>.py``
+($LABKIT_ANSWERS), for notebook 03. The capstone (:func:`labkit.workshop.exercises.capstone.run_capstone`)
 then runs your three pieces in the engine, once their checkers pass.
 
 ``from labkit.workshop.checkers import triton, tl, row_key, uniform`` gives an exercise cell
-what it needs to define a kernel (stand-ins without Triton: :mod:`labkit.workshop.kernel_names`).
+what it needs to define a kernel (stand-ins without Triton: :mod:`labkit.workshop.harness.kernel_names`).
 """
 
 from __future__ import annotations
 
-from labkit.workshop.capstone import CapstoneResult, run_capstone
-from labkit.workshop.dflash_pad import check_dflash
+from labkit.workshop.exercises.capstone import CapstoneResult, run_capstone
+from labkit.workshop.exercises.dflash_mapping import check_dflash
+from labkit.workshop.exercises.hints import hint
+from labkit.workshop.exercises.host_mapping import check_fill
+from labkit.workshop.exercises.reveal import compare, reveal
+from labkit.workshop.exercises.sampling_kernel import check_kernel
+from labkit.workshop.exercises.store_offset import check_offset
 from labkit.workshop.feedback import CheckResult
-from labkit.workshop.fill import check_fill
-from labkit.workshop.hints import hint
-from labkit.workshop.kernel_mask import check_kernel
-from labkit.workshop.kernel_names import NAMES, kernel_names
-from labkit.workshop.offsets import check_offset
-from labkit.workshop.reveal import compare, reveal
+from labkit.workshop.harness.kernel_names import NAMES, kernel_names
 
 __all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_offset", "hint",
            "reveal", "compare", "capstone", "CapstoneResult", *NAMES]
@@ -45,7 +45,7 @@ __all__ = ["CheckResult", "check_fill", "check_kernel", "check_dflash", "check_o
 def capstone(namespace: dict, **workload) -> CapstoneResult:
     """Your (a), (b) and (c) from `namespace` (``globals()``) in the toy engine, on notebook 01's workload:
     its table with your pieces, and the ownership map of your own launch. `workload`: prompts, seed,
-    drafters, progress (:func:`labkit.workshop.capstone.run_capstone` says more)."""
+    drafters, progress (:func:`labkit.workshop.exercises.capstone.run_capstone` says more)."""
     return run_capstone(namespace, **workload)
 
 

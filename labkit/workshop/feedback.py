@@ -5,8 +5,8 @@ the learner's own code is caught and told back with the line of their function i
 anything else that goes wrong inside a checker is reported as a possible fault of the kit.
 
 Below the verdict a result may show more: the learner's own launch, drawn
-(:mod:`labkit.workshop.your_launch`), and once solved the PR's fix beside the learner's code
-(:mod:`labkit.workshop.reveal`). In a notebook they show as HTML; as text anywhere else.
+(:mod:`labkit.workshop.harness.your_launch`), and once solved the PR's fix beside the learner's code
+(:mod:`labkit.workshop.exercises.reveal`). In a notebook they show as HTML; as text anywhere else.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The reproduction bench: named drafter modes, the scenario, recorded runs, the bench itself."""

@@ -1,0 +1,139 @@
+"""``python -m labkit hub start | stop | values``: the instructor's commands for a room on one server.
+
+Parsing only here (it imports no JupyterHub, so ``python -m labkit --help`` works without the
+``hub`` extra); :mod:`labkit.classroom.control` does the work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from labkit import paths
+from labkit.errors import LabkitInputError
+
+DEPLOY = paths.REPO / "deploy"
+VALUES_FILE = DEPLOY / "z2jh-values.yaml"
+TIME_SLICING_FILE = DEPLOY / "nvidia-time-slicing.yaml"
+
+
+def add_parser(sub) -> None:
+    from labkit.classroom import room
+
+    hub = sub.add_parser("hub", help="a JupyterHub for a room on one server (instructor; as root)",
+                         description="A JupyterHub for a room on this server: one system user, one JupyterLab and "
+                                     "one fresh student edition per learner, opened on notebook 00. "
+                                     "docs/INSTRUCTOR_GUIDE.md, 'One shared server', says more.")
+    verbs = hub.add_subparsers(dest="hub_command", required=True)
+    start = verbs.add_parser("start", help="create the learners, start the hub, print the logins; Ctrl-C closes it")
+    start.add_argument("--learners", default="30", help=f"learners in the room, 1 to {room.MAX_LEARNERS} (default 30)")
+    start.add_argument("--port", default="8000", help="the hub's public port (default 8000)")
+    start.add_argument("--ip", default="127.0.0.1",
+                       help="the address learners connect to (default 127.0.0.1: reach it through an SSH tunnel, or "
+                            "give the box's address behind a TLS-terminating proxy)")
+    start.add_argument("--memory", default=None,
+                       help=f"memory limit per learner, e.g. 3G (default: {room.DEFAULT_MEMORY_GIB:g} GiB, or the "
+                            "box's memory shared out if less)")
+    start.add_argument("--gpu-share", default=None,
+                       help=f"each kernel's share of the GPU's memory, in (0, 1] (default {room.GPU_SHARED_PART} / "
+                            "learners)")
+    start.add_argument("--idle-timeout", default=str(room.DEFAULT_IDLE_TIMEOUT_S // 60),
+                       help="minutes without activity before a learner's server is stopped (default %(default)s)")
+    start.add_argument("--proxy", choices=("auto", "node", "python"), default="auto",
+                       help="configurable-http-proxy: 'node' (JupyterHub's default), 'python' (its Python port, "
+                            "for a box without Node); auto: node if installed")
+    start.add_argument("--state", default=None, help="the room's root-only state folder (default build/hub)")
+    stop = verbs.add_parser("stop", help="close the room: stop every server, remove the learners and their homes")
+    stop.add_argument("--state", default=None, help="the room's state folder (default build/hub)")
+    values = verbs.add_parser("values", help="the Zero to JupyterHub (Kubernetes) values for the same room")
+    values.add_argument("--write", action="store_true",
+                        help="write them to deploy/ (z2jh-values.yaml, nvidia-time-slicing.yaml)")
+
+
+def _number(option: str, text: str, kind=int):
+    try:
+        return kind(text)
+    except ValueError:
+        raise LabkitInputError(f"{option} must be a number, got {text!r}") from None
+
+
+def run(args) -> int:
+    from labkit.classroom import control
+
+    try:
+        if args.hub_command == "start":
+            state = Path(args.state) if args.state else control.DEFAULT_STATE
+            control.start(_number("--learners", args.learners), port=_number("--port", args.port), ip=args.ip,
+                          memory=args.memory,
+                          gpu_share=None if args.gpu_share is None else _number("--gpu-share", args.gpu_share, float),
+                          idle_timeout_s=int(_number("--idle-timeout", args.idle_timeout, float) * 60),
+                          proxy=args.proxy, state_dir=state)
+            return 0
+        if args.hub_command == "stop":
+            print(control.stop(Path(args.state) if args.state else control.DEFAULT_STATE))
+            return 0
+        files = {VALUES_FILE: render_values(), TIME_SLICING_FILE: render_time_slicing()}
+        for path, text in files.items():
+            if args.write:
+                DEPLOY.mkdir(exist_ok=True)
+                path.write_text(text)
+                print(f"wrote {path}")
+            else:
+                print(f"# --- {path.name}\n{text}", end="")
+        return 0
+    except (control.HubError, RuntimeError) as err:
+        raise LabkitInputError(str(err)) from err
+
+
+VALUES_HEADER = """\
+# Zero to JupyterHub (https://z2jh.jupyter.org) values for a room past one server, rendered from
+# labkit/classroom/room.py by `python -m labkit hub values --write` (tests/test_hub_values.py checks that
+# this file is that rendering): the same start notebook, per-learner limits and idle culling as the
+# one-box hub (`python -m labkit hub start`).
+#
+# The image is the one binder/ describes, built by repo2docker with the repository outside the
+# learners' home volume:
+#   repo2docker --no-run --target-repo-dir /srv/labkit --image-name {image} .
+# The server in the image is repo2docker's own jupyterhub-singleuser: check that its major version is
+# the chart's JupyterHub's (docker run --rm {image} jupyterhub-singleuser --version) before the room.
+# One GPU per node, shared by time-slicing: install NVIDIA's device plugin with
+# deploy/nvidia-time-slicing.yaml, which advertises each GPU as {replicas} `nvidia.com/gpu` replicas, so
+# {replicas} learners' servers (one replica each) share a node's GPU; each kernel holds itself to its
+# share of the GPU's memory (LABKIT_GPU_MEMORY_FRACTION). Time-slicing shares the GPU's time, not its
+# memory: the share is what keeps one learner from taking it all.
+#   helm upgrade --install room jupyterhub/jupyterhub --values deploy/z2jh-values.yaml
+"""
+
+
+def render_values() -> str:
+    import yaml
+
+    from labkit.classroom import room
+
+    values = room.z2jh_values()
+    header = VALUES_HEADER.format(image=f"{room.IMAGE_NAME}:{room.IMAGE_TAG}", replicas=room.Z2JH_LEARNERS_PER_GPU)
+    return header + yaml.safe_dump(values, sort_keys=False, default_flow_style=False)
+
+
+TIME_SLICING_HEADER = """\
+# NVIDIA's device plugin (GPU operator) configuration for deploy/z2jh-values.yaml: each GPU is
+# advertised as {replicas} replicas of nvidia.com/gpu, one per learner's server, sharing its time.
+# Rendered from labkit/classroom/room.py by `python -m labkit hub values --write`. Apply it, then point the
+# operator at it:
+#   kubectl apply -f deploy/nvidia-time-slicing.yaml
+#   kubectl patch clusterpolicies.nvidia.com/cluster-policy -n gpu-operator --type merge \\
+#     -p '{{"spec": {{"devicePlugin": {{"config": {{"name": "labkit-time-slicing", "default": "any"}}}}}}}}'
+"""
+
+
+def render_time_slicing() -> str:
+    import yaml
+
+    from labkit.classroom import room
+
+    class Literal(yaml.SafeDumper):
+        """Multi-line strings (the plugin's own YAML inside the ConfigMap) as | blocks, readable."""
+
+    Literal.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v,
+                                                                 style="|" if "\n" in v else None))
+    return (TIME_SLICING_HEADER.format(replicas=room.Z2JH_LEARNERS_PER_GPU)
+            + yaml.dump(room.time_slicing_config(), Dumper=Literal, sort_keys=False, default_flow_style=False))

@@ -1,0 +1,121 @@
+"""The limits a shared server puts on this kernel, read once when labkit is imported.
+
+On one server for a room (``python -m labkit hub``, :mod:`labkit.classroom`) every learner's kernel
+runs beside 29 others, so the hub hands each learner's server two limits through its
+environment, and the kit reads them here:
+
+    LABKIT_GPU_MEMORY_FRACTION  this kernel's share of the GPU's memory, a number in (0, 1]:
+                                 applied with torch.cuda.set_per_process_memory_fraction, so the
+                                 caching allocator refuses to grow past it (an OutOfMemoryError
+                                 in this kernel, not in a neighbour's)
+    MEM_LIMIT                    the server's memory limit in bytes (JupyterHub's own variable
+                                 for Spawner.mem_limit); the hub enforces it with an rlimit on
+                                 each of the learner's processes (labkit.classroom.spawner says why)
+
+:func:`describe` reports both in ``labkit.describe()``; :func:`install_messages` adds one line to
+a memory error's traceback in a kernel, saying which limit was hit and that the room is fine.
+Outside a hub neither variable is set and nothing here changes anything.
+"""
+
+from __future__ import annotations
+
+import os
+
+GPU_SHARE_ENV = "LABKIT_GPU_MEMORY_FRACTION"
+MEMORY_LIMIT_ENV = "MEM_LIMIT"
+
+_applied: dict = {}
+
+
+def gpu_share() -> float | None:
+    """The GPU memory share this process was given (None: no share set). Bad values are an error
+    the learner sees at import, not a silent full GPU."""
+    text = os.environ.get(GPU_SHARE_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = float("nan")
+    if not 0 < share <= 1:
+        raise ValueError(f"{GPU_SHARE_ENV}={text!r}: the GPU memory share must be a number in (0, 1]")
+    return share
+
+
+def memory_limit() -> int | None:
+    """The server's memory limit in bytes, as the hub set it (None: none)."""
+    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def apply(torch_module) -> None:
+    """Hold this process to its GPU share and explain memory errors, once (labkit.backends calls
+    it at import)."""
+    if _applied.get("done"):
+        return
+    _applied["done"] = True
+    share = gpu_share()
+    if share is not None and torch_module.cuda.is_available():
+        for device in range(torch_module.cuda.device_count()):
+            torch_module.cuda.set_per_process_memory_fraction(share, device)
+        _applied["gpu_share"] = share
+    install_messages()
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def describe() -> dict:
+    """The entries ``labkit.describe()`` adds: what this kernel is held to, and by whom."""
+    share = gpu_share()
+    limit = memory_limit()
+    if share is None:
+        gpu = "whole GPU (no share set)"
+    elif _applied.get("gpu_share") == share:
+        gpu = f"{share:.3f} of each GPU's memory ({GPU_SHARE_ENV}, applied)"
+    else:
+        gpu = f"{share:.3f} ({GPU_SHARE_ENV}; no CUDA device here, nothing to hold)"
+    return {"gpu_memory_share": gpu,
+            "memory_limit": f"{_gib(limit)} per process ({MEMORY_LIMIT_ENV})" if limit else "none set"}
+
+
+def limit_message(error: BaseException) -> str | None:
+    """The line a learner reads under a memory error in a kernel on a shared server (None: the
+    error is not a memory error, or no limit is set)."""
+    text = str(error)
+    gpu_oom = type(error).__name__ == "OutOfMemoryError" or "CUDA out of memory" in text
+    if gpu_oom and gpu_share() is not None:
+        return (f"labkit: this kernel is held to {gpu_share():.3f} of the GPU's memory, its share on this "
+                "shared server. Free tensors you no longer need (del x; torch.cuda.empty_cache()) or restart "
+                "the kernel; the other learners' kernels are not affected.")
+    if isinstance(error, MemoryError) and memory_limit() is not None:
+        return (f"labkit: this server's memory limit is {_gib(memory_limit())} per process (set by the "
+                "instructor's hub), and this allocation went past it. Free large objects or restart the "
+                "kernel; the other learners' servers are not affected.")
+    return None
+
+
+def install_messages(shell=None) -> bool:
+    """In an IPython kernel with a limit set, add :func:`limit_message` under the traceback of a
+    memory error. Returns whether it was installed."""
+    if gpu_share() is None and memory_limit() is None:
+        return False
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+
+    def _handler(self, etype, value, tb, tb_offset=None):
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        message = limit_message(value)
+        if message:
+            print(message)
+
+    # RuntimeError: torch.OutOfMemoryError is one, and torch need not be imported to name it.
+    shell.set_custom_exc((MemoryError, RuntimeError), _handler)
+    return True

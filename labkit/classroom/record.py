@@ -1,0 +1,102 @@
+"""How many learners one box holds, as measured: the records of scripts/bench_hub.py, rendered
+into docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->`` and ``<!-- gpu:hub-room -->``
+markers (labkit.docgen.blocks; tests/test_taught_numbers.py ties each block to its record).
+
+    labkit/data/hub/cpu.json    this repository's CPU machine, N = 1, 4, 8
+    labkit/data/hub/h200.json   the H200 box, N = 1, 10, 30 (scripts/hub_gpu_box.sh)
+
+(Not in labkit/data/gpu/: every file there is a record of ``python -m labkit.gpu``.)
+"""
+
+from __future__ import annotations
+
+import json
+
+from labkit import paths
+
+DATA = paths.DATA
+RECORDS = {"cpu": DATA / "hub" / "cpu.json", "gpu": DATA / "hub" / "h200.json"}
+
+
+def load(kind: str) -> dict | None:
+    path = RECORDS[kind]
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _verdict(row: dict) -> str:
+    every = row["every_learner_saw_corruption"] and row["every_learner_fixed_all"]
+    corrupted = sorted(set(row["buggy_corrupted"]))
+    span = f"{corrupted[0]}" if len(corrupted) == 1 else f"{corrupted[0]}-{corrupted[-1]}"
+    return f"{span} of 50 / {row['fixed_right']}" + ("" if every else " (not every learner)")
+
+
+def render_table(record: dict) -> str:
+    gpu = any(row.get("gpu_memory_per_learner_mib") for row in record["rooms"])
+    head = ("| learners | all servers started | first output, median / worst | last cell, median / worst "
+            "| memory per learner" + (" | GPU memory per learner" if gpu else "")
+            + " | buggy corrupted / fixed right |")
+    rows = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for row in record["rooms"]:
+        first, last, mem = row["first_output_s"], row["last_cell_s"], row["memory_per_learner_mib"]
+        cells = [str(row["learners"]), f"{row['servers_started_s']:.0f} s",
+                 f"{first['median']:.1f} / {first['worst']:.1f} s", f"{last['median']:.0f} / {last['worst']:.0f} s",
+                 f"{mem['median']} MiB"]
+        if gpu:
+            g = row.get("gpu_memory_per_learner_mib")
+            cells.append(f"{g['median']} MiB" if g else "-")
+        cells.append(_verdict(row))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _proxy_kind(line: str) -> str:
+    """'configurable-http-proxy 5.3.0 (Node, /path)' -> 'configurable-http-proxy 5.3.0 (Node)'."""
+    name = line.split(" (")[0] or "not recorded"
+    return name + (" (Node)" if "(Node" in line else " (Python port)" if "Python port" in line else "")
+
+
+def _provenance(record: dict) -> str:
+    prov = record["provenance"]
+    loads = ", ".join(f"{row['learners']}: {row['load_average']['before'][0]:.1f}" for row in record["rooms"])
+    proxies = sorted({_proxy_kind(row.get("proxy", "")) for row in record["rooms"]})
+    return (f"Measured {prov['date']} on {prov['machine']} ({prov['shared_cpu'] or 'nothing else running'}; "
+            f"load average when the learners started, per room size: {loads}), commit {prov['commit']}, "
+            f"JupyterHub {prov['jupyterhub']}, proxy {', '.join(proxies)}, backend "
+            f"{', '.join(sorted({b for row in record['rooms'] for b in row['backend']}))} for the repro: "
+            f"`{prov['command']}`.")
+
+
+def render_cpu() -> str:
+    record = load("cpu")
+    if record is None:
+        return "Not measured on a CPU machine yet: `scripts/bench_hub.py --learners 1,4,8 --record`, as root."
+    worst = max(record["rooms"], key=lambda r: r["learners"])
+    return (f"On this repository's CPU machine, {worst['learners']} learners starting together saw their first "
+            f"output within {worst['first_output_s']['worst']:.0f} s and finished notebook 00, notebook 01 and "
+            f"the repro within {worst['last_cell_s']['worst']:.0f} s:\n\n" + render_table(record) + "\n\n"
+            + _provenance(record) + " Times run from the moment every learner opens a kernel at once; the "
+            "servers were started before. Memory is the peak resident memory of a learner's server and kernel.")
+
+
+def render_gpu() -> str:
+    record = load("gpu")
+    if record is None:
+        return ("Not measured on the H200 yet: `scripts/hub_gpu_box.sh` says what to carry to the box and runs "
+                "N = 1, 10 and 30 there; `python -m labkit docs --write` then renders the figures here.")
+    rows = [r for r in record["rooms"] if not r["errors"]]
+    best = max(rows, key=lambda r: r["learners"]) if rows else None
+    lead = (f"One H200 holds {best['learners']} learners with time to first output under "
+            f"{best['first_output_s']['worst']:.0f} s (the worst learner's)" if best else "No room size ran cleanly")
+    prov = record["provenance"]
+    notes = "".join(f" {prov[k][0].upper()}{prov[k][1:]}." for k in ("gpu_memory_note", "server_note", "commit_note")
+                    if prov.get(k))
+    return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record) + notes
+
+
+def renderers(wrap) -> dict:
+    """The blocks, their prose wrapped by `wrap` (labkit.docgen.numbers's, the docs' line length, which
+    passes it in); a table's rows stay whole."""
+    def wrapped(render):
+        return lambda: "\n".join(line if line.startswith("|") else wrap(line) for line in render().split("\n"))
+
+    return {"cpu:hub-room": wrapped(render_cpu), "gpu:hub-room": wrapped(render_gpu)}

@@ -1,0 +1,206 @@
+"""What a room on one server is: the one place its names, start notebook and per-learner limits
+are written.
+
+Both ways of running a room read this module: the one-box hub (:mod:`labkit.classroom.control`, a
+JupyterHub on this machine) and the Kubernetes chart values for a room past one box
+(:func:`z2jh_values`, shipped as ``deploy/z2jh-values.yaml``; a test checks that the shipped file
+is this module's rendering). Change a limit here and both follow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from labkit import __version__
+from labkit.classroom.limits import GPU_SHARE_ENV
+from labkit.errors import LabkitInputError
+from labkit.workshop.editions.secrecy import STUDENT_PATH
+from labkit.workshop.editions.student import learner_name
+
+# What each learner opens: their own folder in their home (labkit.workshop.editions.student.build_learner_folder),
+# JupyterLab on the first notebook of the student path, 00, under its learner's name.
+LEARNER_FOLDER = "stale-padding-lab"
+START_NOTEBOOK = learner_name(STUDENT_PATH[0])
+DEFAULT_URL = f"/lab/tree/{START_NOTEBOOK}"
+
+# Hub user names, which are also the system users' names on one box ("labkit-learner07"). The
+# instructor is the hub's only admin and has no server of their own.
+LEARNER_PREFIX = "labkit-learner"
+ADMIN_USER = "instructor"
+MAX_LEARNERS = 99
+# The image binder/ describes, as repo2docker builds it for the chart:
+#   repo2docker --no-run --user-name jovyan --image-name labkit-room:<version> .
+IMAGE_NAME = "labkit-room"
+IMAGE_TAG = __version__
+IMAGE_REPO_DIR = "/srv/labkit"  # repo2docker --target-repo-dir: outside the learners' home volume
+
+# Defaults for a 90-minute workshop. A learner's server holds JupyterLab (~150 MB), a kernel with
+# torch and the toy models and room for a second kernel: 3 GiB.
+DEFAULT_MEMORY_GIB = 3.0
+# The smallest limit a room may set, per torch build: what one kernel needs for notebooks 00 and
+# 01 and the repro, measured under the spawner's own limit (labkit/data/hub/kernel_memory.json,
+# written by labkit.classroom.kernel_memory), with room to spare. The CUDA build of torch alone holds
+# more than 1 GiB of data segment once imported, where the CPU build holds a few hundred MiB.
+MIN_MEMORY_GIB = {"cpu": 1.0, "cuda": 2.0}
+# Idle servers are stopped after this long without activity; a coffee break keeps its servers.
+DEFAULT_IDLE_TIMEOUT_S = 30 * 60
+MIN_IDLE_TIMEOUT_S = 10  # the test culls a server this fast; a room wants minutes
+# Of the GPU's memory the learners' kernels share this much between them: each CUDA context takes
+# a few hundred MB outside the caching allocator that the share limits.
+GPU_SHARED_PART = 0.9
+
+
+def start_url(lab: bool = True) -> str:
+    """Where a learner lands: JupyterLab on notebook 00, or where JupyterLab's web app is not installed
+    (the GPU box's carried wheels leave it out) the same notebook served as a file: still a page, so
+    the login goes through the hub's OAuth as in a browser."""
+    return DEFAULT_URL if lab else f"/files/{START_NOTEBOOK}"
+
+
+def math_threads_env(threads: int) -> dict[str, str]:
+    """The math libraries' threads in a kernel with `threads` of the box's cores.
+
+    torch's threads (OpenMP, MKL) get the kernel's share: 30 kernels of a thread per core would
+    fight over the cores anyway. numpy's OpenBLAS gets one thread: it reserves buffers per thread
+    (labkit/data/hub/kernel_memory.json: a kernel with the threads left alone holds far more), and
+    the kit's numpy work is small."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
+
+
+def torch_build() -> str:
+    """'cuda' where this environment's torch is a CUDA build, else 'cpu'. Read from the installed
+    files, not by importing torch: the hub and its command stay quick and torch-free."""
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    return "cuda" if any((Path(folder) / "lib" / "libtorch_cuda.so").exists() for folder in folders) else "cpu"
+
+
+def min_memory_gib(build: str | None = None) -> float:
+    """The smallest memory limit per learner a room may set with this (or `build`'s) torch."""
+    return MIN_MEMORY_GIB[build or torch_build()]
+
+
+def learner_names(count: int) -> list[str]:
+    """``labkit-learner01`` ... for a room of `count` learners."""
+    if not 1 <= count <= MAX_LEARNERS:
+        raise LabkitInputError(f"a room has 1 to {MAX_LEARNERS} learners, got {count}")
+    return [f"{LEARNER_PREFIX}{i:02d}" for i in range(1, count + 1)]
+
+
+def is_learner_name(name: str) -> bool:
+    rest = name[len(LEARNER_PREFIX):]
+    return name.startswith(LEARNER_PREFIX) and len(rest) == 2 and rest.isdigit()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-learner limits, the same on one box and on Kubernetes."""
+
+    memory_bytes: int          # each learner's server and kernels (MEM_LIMIT)
+    gpu_memory_fraction: float  # each kernel's share of one GPU's memory
+    idle_timeout_s: int        # servers idle this long are culled
+    cpu_threads: int           # torch/OpenMP threads per kernel (the box's cores shared out)
+
+    def env(self) -> dict[str, str]:
+        """What a learner's server finds in its environment (the kit reads the share at import)."""
+        return {GPU_SHARE_ENV: f"{self.gpu_memory_fraction:.4f}", **math_threads_env(self.cpu_threads)}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _host_memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def parse_memory(text: str) -> int:
+    """'3G', '512M', '2.5GiB' -> bytes; a clear error otherwise."""
+    units = {"": 2**30, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
+    number, unit = (raw[:-1], raw[-1]) if raw and raw[-1] in units else (raw, "")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or math.isinf(value):
+        raise LabkitInputError(f"--memory {text!r}: give a size such as 3G or 512M")
+    return int(value)
+
+
+def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | None = None,
+               idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S, host_memory: int | None = None,
+               cores: int | None = None, build: str | None = None) -> Limits:
+    """The limits for a room of `learners` on this box (or the box described by `host_memory`,
+    `cores`, `build`). Memory: `memory` if given, else 3 GiB or the box's memory shared out,
+    whichever is smaller; a room that leaves a learner under this torch build's minimum
+    (:data:`MIN_MEMORY_GIB`) is refused with the numbers."""
+    host = host_memory or _host_memory_bytes()
+    cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    fair = int(host * 0.85 / learners)
+    chosen = parse_memory(memory) if memory else min(int(DEFAULT_MEMORY_GIB * 2**30), fair)
+    build = build or torch_build()
+    floor = min_memory_gib(build)
+    if chosen < floor * 2**30:
+        given = f"--memory {memory}" if memory else (f"{learners} learners on a box with {host / 2**30:.0f} GiB "
+                                                     "of memory")
+        raise LabkitInputError(
+            f"{given} leaves each learner {chosen / 2**30:.2f} GiB; with the {build} build of torch a kernel needs "
+            f"at least {floor:g} GiB (labkit/data/hub/kernel_memory.json): a larger --memory, fewer learners, "
+            "or a bigger box")
+    share = gpu_share if gpu_share is not None else round(GPU_SHARED_PART / learners, 4)
+    if not 0 < share <= 1:
+        raise LabkitInputError(f"--gpu-share {share}: a share of the GPU's memory is a number in (0, 1]")
+    if idle_timeout_s < MIN_IDLE_TIMEOUT_S:
+        raise LabkitInputError(f"--idle-timeout: {idle_timeout_s} s, at least {MIN_IDLE_TIMEOUT_S} seconds")
+    return Limits(memory_bytes=chosen, gpu_memory_fraction=share, idle_timeout_s=int(idle_timeout_s),
+                  cpu_threads=max(1, cores // learners))
+
+
+# -- past one box: Zero to JupyterHub on Kubernetes -----------------------------------------------
+
+Z2JH_LEARNERS_PER_GPU = 30  # one GPU per node, time-sliced this many ways (deploy/nvidia-time-slicing.yaml)
+
+
+def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
+    """The Zero to JupyterHub chart's values for the same room: the image binder/ describes, one
+    time-sliced GPU per node, the per-learner limits of a box of `learners_per_gpu` learners, the
+    same start notebook and idle culling, and each learner's folder built fresh at start."""
+    limits = limits_for(learners_per_gpu, host_memory=learners_per_gpu * int(DEFAULT_MEMORY_GIB * 2**30) * 2,
+                        cores=learners_per_gpu, build="cuda")  # a GPU node's image holds CUDA torch
+    gib = limits.memory_bytes / 2**30
+    folder = f"/home/jovyan/{LEARNER_FOLDER}"
+    build_folder = (f"test -d {folder} || "
+                    f"python -m labkit student-edition --src {IMAGE_REPO_DIR}/notebooks --out {folder}")
+    return {
+        "hub": {"config": {"Authenticator": {"admin_users": [ADMIN_USER]}}},
+        "singleuser": {
+            "image": {"name": IMAGE_NAME, "tag": IMAGE_TAG},
+            "defaultUrl": DEFAULT_URL,
+            "notebookDir": folder,
+            "memory": {"limit": f"{gib:g}G", "guarantee": f"{gib:g}G"},
+            "cpu": {"limit": 1.0, "guarantee": 0.5},
+            "extraResource": {"limits": {"nvidia.com/gpu": "1"}},
+            "extraEnv": {k: v for k, v in limits.env().items() if k == GPU_SHARE_ENV},
+            "lifecycleHooks": {"postStart": {"exec": {"command": ["sh", "-c", build_folder]}}},
+        },
+        "cull": {"enabled": True, "timeout": limits.idle_timeout_s, "every": 300},
+        "scheduling": {"userScheduler": {"enabled": True}},
+    }
+
+
+def time_slicing_config(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
+    """NVIDIA's device plugin configuration (a ConfigMap) that advertises each GPU as
+    `learners_per_gpu` replicas of ``nvidia.com/gpu``: one per learner's server."""
+    plugin = {"version": "v1", "sharing": {"timeSlicing": {"renameByDefault": False, "failRequestsGreaterThanOne": True,
+                                                           "resources": [{"name": "nvidia.com/gpu",
+                                                                          "replicas": learners_per_gpu}]}}}
+    import yaml
+
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "labkit-time-slicing", "namespace": "gpu-operator"},
+            "data": {"any": yaml.safe_dump(plugin, sort_keys=False)}}

@@ -1,0 +1,151 @@
+"""What the learners' processes run: an interpreter they may execute, the kit, and their folder.
+
+The hub runs as root, but each learner's server runs as that learner, so everything it runs must
+be reachable by an ordinary user: every folder above it searchable by others (mode o+x) and the
+files readable. A Python installed under /root (pyenv's default, mode 0700) is not. Then
+:func:`learner_python` copies that same interpreter and its standard library (not its
+site-packages) into a world-readable folder once, and makes a small virtual environment on it
+that sees the kit's own site-packages: the learners run the very build and packages the kit
+was installed with. JupyterLab's assets and server configuration are found through
+JUPYTER_PATH and JUPYTER_CONFIG_PATH (:func:`jupyter_env`), since that environment's own prefix
+holds none.
+
+The kit itself reaches the learners as a copy of the ``labkit`` package alone
+(:func:`kit_copy`): their kernels import the same code as the hub, and the instructor edition
+of the notebooks beside it in the repository is not on their path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import stat
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import labkit
+
+
+def reachable_by_others(path: Path) -> bool:
+    """Whether a user other than the owner can reach `path` (every folder above it o+x, the path
+    itself o+r; o+x too for an executable or a folder)."""
+    path = Path(path).resolve()
+    for parent in list(path.parents)[::-1]:
+        if not parent.stat().st_mode & stat.S_IXOTH:
+            return False
+    mode = path.stat().st_mode
+    need = stat.S_IROTH | (stat.S_IXOTH if path.is_dir() or mode & stat.S_IXUSR else 0)
+    return mode & need == need
+
+
+def first_unreachable(path: Path) -> Path | None:
+    path = Path(path).resolve()
+    for candidate in [*list(path.parents)[::-1], path]:
+        if not reachable_by_others(candidate):
+            return candidate
+    return None
+
+
+def site_dirs() -> list[str]:
+    """The site-packages folders of the environment the hub runs in."""
+    return [d for d in site.getsitepackages() if Path(d).is_dir()]
+
+
+def learner_python(runtime: Path) -> tuple[str, dict[str, str]]:
+    """(interpreter, extra environment) that the learners' servers run with."""
+    exe = Path(sys.executable)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    if reachable_by_others(exe) and reachable_by_others(stdlib):
+        return str(exe), {}
+    for folder in site_dirs():
+        if not reachable_by_others(Path(folder)):
+            raise RuntimeError(
+                f"the learners cannot reach the kit's packages in {folder} ({first_unreachable(Path(folder))} is "
+                "closed to other users): install the kit outside /root, e.g. in /opt or /srv, and start the hub there")
+    base = Path(sys.base_prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    copy = runtime / f"python-{sys.version.split()[0]}"
+    if not (copy / ".complete").exists():
+        shutil.rmtree(copy, ignore_errors=True)
+        (copy / "bin").mkdir(parents=True)
+        (copy / "lib").mkdir()
+        shutil.copy2(base / "bin" / version, copy / "bin" / version)
+        for lib in (base / "lib").glob("libpython*"):  # a shared build's libpython, found by LD_LIBRARY_PATH
+            shutil.copy2(lib, copy / "lib" / lib.name, follow_symlinks=False)
+        shutil.copytree(base / "lib" / version, copy / "lib" / version, symlinks=True,
+                        ignore=shutil.ignore_patterns("site-packages", "test", "idlelib", "tkinter", "turtledemo"))
+        (copy / "lib" / version / "site-packages").mkdir()
+        (copy / ".complete").touch()
+    env_dir = runtime / "venv"
+    env_lib = {"LD_LIBRARY_PATH": str(copy / "lib")}
+    if not (env_dir / ".complete").exists():
+        shutil.rmtree(env_dir, ignore_errors=True)
+        subprocess.run([str(copy / "bin" / version), "-m", "venv", "--without-pip", str(env_dir)],
+                       check=True, env={**os.environ, **env_lib})
+        # The kit's own site-packages, .pth files and all (an editable install's finder with them).
+        pth = env_dir / "lib" / version / "site-packages" / "labkit_hub_kit_env.pth"
+        pth.write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in site_dirs()))
+        (env_dir / ".complete").touch()
+    _open_to_all(runtime)
+    return str(env_dir / "bin" / "python"), env_lib
+
+
+def has_lab() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jupyterlab") is not None
+
+
+def jupyter_env() -> dict[str, str]:
+    """Where JupyterLab's assets and the server's extension configuration live (the environment
+    that has jupyterlab installed), for a learner's server that may run from another prefix.
+    Without JupyterLab (a box that carried only the Jupyter server), nothing to point at."""
+    if not has_lab():
+        return {}
+    import jupyterlab
+
+    prefix = Path(jupyterlab.__file__).resolve().parents[4]  # <prefix>/lib/pythonX.Y/site-packages/jupyterlab
+    return {"JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+            "JUPYTERLAB_DIR": str(prefix / "share" / "jupyter" / "lab"),
+            "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter")}
+
+
+def hub_pythonpath(kit_root: Path) -> list[str]:
+    """The hub's own PYTHONPATH entries, but the kit's source tree: packages a box carries as wheels
+    into a folder on PYTHONPATH (the GPU box) must reach the learners' servers too."""
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    return [e for e in entries if Path(e).resolve() != Path(kit_root).resolve()]
+
+
+def kit_copy(runtime: Path) -> Path:
+    """A fresh copy of the ``labkit`` package the hub runs, for the learners' PYTHONPATH."""
+    target = runtime / "kit"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(Path(labkit.__file__).parent, target / "labkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    _open_to_all(runtime)
+    return target
+
+
+def build_learner_folder(out: Path, src: Path | None = None) -> None:
+    """What one learner opens, fresh: the folder :func:`labkit.workshop.editions.student.build_learner_folder`
+    builds (the student edition and the docs it links that answer nothing; no test configuration)."""
+    from labkit.workshop.editions.student import build_learner_folder as learners_folder
+
+    src = src or Path(labkit.__file__).resolve().parents[1] / "notebooks"
+    learners_folder(out, src, fresh=True)
+
+
+def _open_to_all(folder: Path) -> None:
+    """Folders o+rx and files o+r under `folder` (the runtime learners read, never their homes)."""
+    for path in [folder, *folder.rglob("*")]:
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            continue
+        extra = stat.S_IROTH | stat.S_IRGRP
+        if stat.S_ISDIR(mode) or mode & stat.S_IXUSR:
+            extra |= stat.S_IXOTH | stat.S_IXGRP
+        os.chmod(path, stat.S_IMODE(mode) | extra)

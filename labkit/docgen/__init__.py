@@ -1,0 +1,1 @@
+"""The docs' measured numbers, rendered from the kit's records between markers."""

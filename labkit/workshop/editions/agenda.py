@@ -1,0 +1,243 @@
+"""The workshop's agendas, built from the guide's minimums and measured run times.
+
+Every activity is planned at its minimum, from three tables the guide renders (``agenda:minimums``):
+
+* reading: the words of the notebook's prose as a learner has it (the student edition: solutions
+  left out) and of the docs it links to that a learner opens (07: the mask sheet), at
+  :data:`READING_WPM` words a minute, counted from the notebooks themselves;
+* discussion: :data:`MIN_DISCUSS` minutes per notebook (stated, by judgement);
+* exercises: :data:`MIN_EXERCISE` minutes per exercise (the guide's section 7 gives the same rhythm).
+
+Each notebook's whole run time (``labkit/data/cpu/notebook_times.json``, written by ``make
+bench-cpu ARGS="--only notebooks --record"``) is charged to the first activity that opens it, which
+over-counts a notebook run in parts. The three-hour agenda holds everything; the two-hour agenda is
+that one with the activities of :data:`TWO_HOUR_CUT` dropped, and says what they were. The rendered
+tables live in the instructor guide between ``<!-- agenda:NAME -->`` markers (:mod:`labkit.docgen.blocks`);
+``python -m labkit agenda --write`` renders them again, and a test fails when the guide and the
+rendering disagree, or when an agenda leaves less than :data:`MIN_SLACK_MIN` minutes of slack.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from labkit import paths
+from labkit.docgen import blocks
+
+RECORD = "data/cpu/notebook_times.json"
+MIN_SLACK_MIN = 10
+READING_WPM = 200  # technical prose, read in the room (stated)
+NOTEBOOKS = paths.NOTEBOOKS
+DOCS = NOTEBOOKS.parent / "docs"
+# Stated minutes of discussion per notebook (the first time an agenda opens it).
+MIN_DISCUSS = {"00": 4, "01": 3, "02": 5, "03": 4, "04": 2, "05": 3, "06": 3, "07": 2}
+# Stated minutes per exercise of 07 ((c) is a discussion; the capstone is run, read and discussed).
+MIN_EXERCISE = {"a": 10, "b": 15, "c": 5, "d": 10, "capstone": 10}
+
+
+@dataclass(frozen=True)
+class Activity:
+    what: str
+    notebook: str | None = None  # file-name prefix ("00"), None for a break
+    exercises: tuple[str, ...] = ()  # keys of MIN_EXERCISE done here
+    break_min: float = 0
+    key: str = ""  # how a cut names it (default: the notebook, or "break")
+
+    @property
+    def name(self) -> str:
+        return self.key or self.notebook or "break"
+
+
+THREE_HOURS = (
+    Activity("welcome, objectives; one launch by hand; **predict, then run**; the map", "00"),
+    Activity("the bench: 50 prompts, eager vs buggy vs fixed; acceptance goes up, quality down", "01"),
+    Activity("the stale mapping: timeline, ownership map, q used vs drawn, the \"your turn\" question, the "
+             "engine run, the explorer", "02"),
+    Activity("**break**", break_min=10, key="first break"),
+    Activity("write the fix yourself: (a), (b), (c) (a discussion: \"0 is a valid index, so why was it "
+             "wrong?\")", "07", ("a", "b", "c")),
+    Activity("the PR's fix next to yours; the fix on the map; each part alone; the ablation; why signed", "03"),
+    Activity("what the fix costs, why graphs pad at all, the race on an H200", "04"),
+    Activity("**break**", break_min=10, key="second break"),
+    Activity("sibling bugs: exercise (d), the int32 offset, then the kit's next to yours; shared noise", "05",
+             ("d",)),
+    Activity("the audit (parts 1 and 2), the distribution proof (part 3, skim)", "06"),
+    Activity("capstone: your fix in the engine; wrap-up against the objectives", "07", ("capstone",),
+             key="capstone"),
+)
+# What the two-hour agenda leaves out of the three-hour one, for take-home reading.
+TWO_HOUR_CUT = ("04", "second break", "05", "06")
+TWO_HOURS = tuple(a for a in THREE_HOURS if a.name not in TWO_HOUR_CUT)
+
+AGENDAS = {"three-hours": (THREE_HOURS, 180), "two-hours": (TWO_HOURS, 120)}
+
+
+def load_times(path: str | Path | None = None) -> dict:
+    """The record of measured notebook run times (default: the one the package ships)."""
+    text = Path(path).read_text() if path else resources.files("labkit").joinpath(RECORD).read_text()
+    return json.loads(text)
+
+
+def notebook_seconds(record: dict, prefix: str) -> float:
+    matches = [entry["seconds"] for name, entry in record["notebooks"].items() if name.startswith(prefix)]
+    if len(matches) != 1:
+        raise KeyError(f"the run-time record has {len(matches)} notebooks starting with {prefix!r}")
+    return matches[0]
+
+
+@dataclass(frozen=True)
+class Slot:
+    start_min: int
+    minutes: int
+    activity: Activity
+    run_s: float
+    read_min: int
+    discuss_min: int
+    exercise_min: int
+
+
+def _words(text: str) -> int:
+    return len(re.findall(r"\S+", text))
+
+
+def reading_words(prefix: str) -> int:
+    """The words a learner reads in notebook `prefix`: its prose in the student edition, and the docs
+    it links to that a learner's folder holds."""
+    from labkit.workshop.editions.secrecy import docs_named
+    from labkit.workshop.editions.student import LEARNER_DOCS, SOLUTION_TAG
+
+    paths = sorted(NOTEBOOKS.glob(f"{prefix}_*.ipynb"))
+    if len(paths) != 1:
+        raise FileNotFoundError(f"the agendas count the words of notebook {prefix} in {NOTEBOOKS}: "
+                                f"found {len(paths)} notebooks there")
+    cells = json.loads(paths[0].read_text())["cells"]
+    prose = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+             and SOLUTION_TAG not in c.get("metadata", {}).get("tags", [])]
+    linked = {doc for text in prose for doc in docs_named(text) if doc in LEARNER_DOCS}
+    return sum(map(_words, prose)) + sum(_words((DOCS / doc).read_text()) for doc in sorted(linked))
+
+
+def reading_min(prefix: str) -> int:
+    return math.ceil(reading_words(prefix) / READING_WPM)
+
+
+def schedule(activities, record: dict) -> list[Slot]:
+    """Clock slots: each activity at its minimums (reading and discussion the first time it opens its
+    notebook, its exercises), plus the run time of its notebook the first time it opens."""
+    slots, clock, opened = [], 0, set()
+    for activity in activities:
+        run_s, read, discuss = 0.0, 0, 0
+        if activity.notebook and activity.notebook not in opened:
+            opened.add(activity.notebook)
+            run_s = notebook_seconds(record, activity.notebook)
+            read, discuss = reading_min(activity.notebook), MIN_DISCUSS[activity.notebook]
+        exercise = sum(MIN_EXERCISE[x] for x in activity.exercises)
+        minutes = math.ceil(read + discuss + exercise + activity.break_min + run_s / 60)
+        slots.append(Slot(clock, minutes, activity, run_s, read, discuss, exercise))
+        clock += minutes
+    return slots
+
+
+def slack_min(name: str, record: dict) -> int:
+    activities, length = AGENDAS[name]
+    slots = schedule(activities, record)
+    return length - (slots[-1].start_min + slots[-1].minutes)
+
+
+def _clock(minutes: int, start_hour: int = 9) -> str:
+    return f"{start_hour + minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def render_times(record: dict) -> str:
+    """Each notebook's measured run time, in the student path's order, with the record's provenance."""
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+
+    rows = ["| notebook | cells run |", "| --- | --- |"]
+    rows += [f"| {name.removesuffix('.ipynb')} | {record['notebooks'][name]['seconds']:.0f} s |"
+             for name in STUDENT_PATH if name in record["notebooks"]]
+    return "\n".join(rows) + "\n\n" + _provenance(record)
+
+
+def _provenance(record: dict) -> str:
+    source = record["provenance"]
+    return (f"Measured {source['date']} on {source['machine']}; torch {source['torch']}, triton {source['triton']}; "
+            f"`{source['command']}`.")
+
+
+def render_minimums() -> str:
+    """The minimums every agenda is built from, per notebook in the student path's order."""
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+
+    rows = [f"| notebook | words to read | reading at {READING_WPM} words/min | discussion | exercises |",
+            "| --- | --- | --- | --- | --- |"]
+    for name in STUDENT_PATH:
+        prefix = name.split("_")[0]
+        if prefix not in MIN_DISCUSS:
+            continue
+        done_here = [x for a in THREE_HOURS if a.notebook == prefix for x in a.exercises]
+        work = ", ".join(f"({x}) {MIN_EXERCISE[x]} min" if len(x) == 1 else f"{x} {MIN_EXERCISE[x]} min"
+                         for x in done_here)
+        rows.append(f"| {name.removesuffix('.ipynb')} | {reading_words(prefix):,} | {reading_min(prefix)} min | "
+                    f"{MIN_DISCUSS[prefix]} min | {work} |")
+    return "\n".join(rows)
+
+
+def render(name: str, record: dict) -> str:
+    """A block of the guide: the notebook times, the minimums, or an agenda as a markdown table with its slack."""
+    if name == "times":
+        return render_times(record)
+    if name == "minimums":
+        return render_minimums()
+    activities, length = AGENDAS[name]
+    rows = ["| clock | what | notebook | read + discuss + exercises | cells run | slot |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for slot in schedule(activities, record):
+        a = slot.activity
+        stated = f"break {a.break_min:g} min" if a.break_min else \
+            f"{slot.read_min} + {slot.discuss_min} + {slot.exercise_min} min"
+        ran = f"{slot.run_s:.0f} s" if slot.run_s else ""
+        rows.append(f"| {_clock(slot.start_min)} | {a.what} | {a.notebook or ''} | {stated} | {ran} | "
+                    f"{slot.minutes} min |")
+    end = _clock(length)
+    rows.append(f"| {end} | end: **{slack_min(name, record)} min of slack** in {length} min | | | | |")
+    note = ("\nEvery slot is its activity's minimums (the table above) plus, the first time a notebook opens, "
+            "its cells' whole run time under nbval; nothing else is planned. " + _provenance(record))
+    if activities is TWO_HOURS:
+        dropped = [a for a in THREE_HOURS if a.name in TWO_HOUR_CUT]
+        saved = sum(slot.minutes for slot in schedule(THREE_HOURS, record) if slot.activity in dropped)
+        note += ("\n\nDropped from the three-hour agenda (" + f"{saved} min at their minimums), for take-home: "
+                 + "; ".join(f"{a.notebook}: {a.what}" if a.notebook else f"the {a.name}" for a in dropped)
+                 + ". Exercise (d) goes with 05: in two hours it is optional, and 05's comparison of it is skipped.")
+    return "\n".join(rows) + "\n" + note
+
+
+KIND = "agenda"
+BLOCKS = ("times", "minimums", *AGENDAS)
+
+
+def markers(name: str) -> tuple[str, str]:
+    return blocks.markers(f"{KIND}:{name}")
+
+
+def rendered_in(text: str, name: str) -> str | None:
+    """The block `name` as it stands in a document between its markers (None if it has none)."""
+    return blocks.rendered_in(text, f"{KIND}:{name}")
+
+
+def renderers(record: dict | None = None) -> dict:
+    """``{"agenda:NAME": render}`` for every block, from `record` (default: the shipped one)."""
+    def block(name):
+        return lambda: render(name, record if record is not None else load_times())
+
+    return {f"{KIND}:{name}": block(name) for name in BLOCKS}
+
+
+def write_into(path: str | Path, record: dict) -> list[str]:
+    """Render every block into the document at `path` between its markers; returns the names written."""
+    written = blocks.write_into(path, renderers(record))
+    return [key.split(":", 1)[1] for key in written]
