@@ -135,7 +135,7 @@ def check_each_learner_runs_notebook_00_while_one_goes_past_the_memory_limit(hub
         failed = [(c.source[:60], c.error["ename"], c.error["evalue"]) for c in cells if c.error]
         assert not failed, f"{name}: {failed}"  # the greedy kernel lives on, and the other kept working
         described = cells[0].text()
-        # The kit read the hub's limits at import and says so in labkit.describe() (cell 1 prints it).
+        # The kernel applied the room's limits at its start and labkit.describe() names them (cell 1 prints it).
         assert f"gpu_memory_share: {SHARE:.3f}" in described, described
         assert f"memory_limit: {MEMORY_GIB:.1f} GiB" in described, described
         # The routing table of notebook 00 (an NBVAL_CHECK_OUTPUT cell) printed what the instructor run stored.

@@ -416,7 +416,7 @@ def test_every_24_bit_draw_gives_the_reference_uniform_and_an_accurate_log(monke
     kernel's shortcut from the hash to log(u) through one conversion of 2m + 1, must give the same bits.
     Inverting the hash picks keys whose hash has each top-24-bit value m (low bits varied). In the
     interpreter uniform runs its Triton source here, not the torch twin it otherwise runs as
-    (labkit.backends.interpret_helper_as): the source is what this checks."""
+    (labkit.interpreter.interpret_helper_as): the source is what this checks."""
     if backends.KERNELS_INTERPRETED:
         from triton.runtime import interpreter
 

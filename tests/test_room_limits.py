@@ -5,6 +5,7 @@ learners' kernels under a running hub; here, a fake torch stands in for a GPU.)"
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -89,3 +90,37 @@ def test_an_ipython_shell_shows_the_line_under_the_traceback(fresh):
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert out.count("labkit: this server's memory limit is 1.0 GiB") == 1 and "an ordinary error" in out
+
+
+def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_does_not(tmp_path, monkeypatch):
+    """The room's kernel spec starts `python -m labkit.classroom.kernel`: its labkit.describe() names
+    the limits and a MemoryError gets the room's line. The same variables in a plain process that
+    imports labkit change nothing: the core knows nothing of rooms."""
+    from jupyter_client.manager import start_new_kernel
+
+    from labkit.classroom import runtime
+
+    data = runtime.room_kernel_spec(tmp_path, sys.executable)
+    spec = json.loads((data / "kernels" / "python3" / "kernel.json").read_text())
+    assert spec["argv"][1:3] == ["-m", "labkit.classroom.kernel"]
+    monkeypatch.setenv("JUPYTER_PATH", str(data))  # where this process's kernel manager finds the spec
+    env = {**os.environ, limits.MEMORY_LIMIT_ENV: str(3 * 2**30), limits.GPU_SHARE_ENV: "0.5"}
+    manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=120)
+    try:
+        out = []
+        client.execute_interactive("import labkit; print(labkit.describe())",
+                                   output_hook=lambda m: out.append(str(m["content"])), timeout=120)
+        client.execute_interactive("raise MemoryError()", output_hook=lambda m: out.append(str(m["content"])),
+                                   timeout=60)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    text = "\n".join(out)
+    assert "'memory_limit': '3.0 GiB per process (MEM_LIMIT)'" in text, text
+    assert "this server's memory limit is 3.0 GiB" in text, text
+    plain = subprocess.run([sys.executable, "-c", "import labkit, sys; d = labkit.describe(); "
+                            "print(sorted(d)); print(sorted(m for m in sys.modules if 'classroom' in m))"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert "memory_limit" not in plain.stdout and "gpu_memory_share" not in plain.stdout
+    assert plain.stdout.strip().splitlines()[-1] == "[]"  # no module of the classroom was imported

@@ -235,7 +235,8 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
                 "PYTHONPATH": os.pathsep.join([str(kit), *runtime.hub_pythonpath(KIT_ROOT)]),
-                **python_env, **runtime.jupyter_env(),  # and limits.env(), added by the config
+                **python_env, **runtime.jupyter_env(runtime.room_kernel_spec(RUNTIME_DIR, python)),
+                # and limits.env(), added by the config
             },
         }
         _private_write(state_dir / "room.json", json.dumps(spec, indent=1))

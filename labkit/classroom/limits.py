@@ -1,4 +1,4 @@
-"""The limits a shared server puts on this kernel, read once when labkit is imported.
+"""The limits a shared server puts on a learner's kernel, applied when the kernel starts.
 
 On one server for a room (``python -m labkit hub``, :mod:`labkit.classroom`) every learner's kernel
 runs beside 29 others, so the hub hands each learner's server two limits through its
@@ -12,9 +12,11 @@ environment, and the kit reads them here:
                                  for Spawner.mem_limit); the hub enforces it with an rlimit on
                                  each of the learner's processes (labkit.classroom.spawner says why)
 
-:func:`describe` reports both in ``labkit.describe()``; :func:`install_messages` adds one line to
-a memory error's traceback in a kernel, saying which limit was hit and that the room is fine.
-Outside a hub neither variable is set and nothing here changes anything.
+The room's kernels start through :mod:`labkit.classroom.kernel`, which calls :func:`apply` (the
+GPU share), adds :func:`describe` to ``labkit.describe()`` and installs :func:`install_messages`
+(one line under a memory error's traceback, saying which limit was hit and that the room is
+fine). Nothing else imports this module: outside a room no kernel starts that way, and
+``import labkit`` knows nothing of rooms.
 """
 
 from __future__ import annotations
@@ -48,18 +50,20 @@ def memory_limit() -> int | None:
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
-def apply(torch_module) -> None:
-    """Hold this process to its GPU share and explain memory errors, once (labkit.backends calls
-    it at import)."""
+def apply(torch_module=None) -> None:
+    """Hold this process to its GPU share, once (torch is imported only where a share is set)."""
     if _applied.get("done"):
         return
     _applied["done"] = True
     share = gpu_share()
-    if share is not None and torch_module.cuda.is_available():
+    if share is None:
+        return
+    if torch_module is None:
+        import torch as torch_module
+    if torch_module.cuda.is_available():
         for device in range(torch_module.cuda.device_count()):
             torch_module.cuda.set_per_process_memory_fraction(share, device)
         _applied["gpu_share"] = share
-    install_messages()
 
 
 def _gib(n: int) -> str:

@@ -17,6 +17,7 @@ of the notebooks beside it in the repository is not on their path.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import site
@@ -99,16 +100,33 @@ def has_lab() -> bool:
     return importlib.util.find_spec("jupyterlab") is not None
 
 
-def jupyter_env() -> dict[str, str]:
-    """Where JupyterLab's assets and the server's extension configuration live (the environment
-    that has jupyterlab installed), for a learner's server that may run from another prefix.
-    Without JupyterLab (a box that carried only the Jupyter server), nothing to point at."""
+def room_kernel_spec(runtime: Path, python: str) -> Path:
+    """The kernel spec every learner's kernel starts from: ``python3``, run as
+    ``python -m labkit.classroom.kernel`` (the room's limits first). Returns the data folder to put
+    first on the learners' JUPYTER_PATH, where Jupyter looks for kernel specs before any other."""
+    data = runtime / "jupyter"
+    spec = data / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [python, "-m", "labkit.classroom.kernel", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python",
+        "metadata": {"debugger": True}}, indent=1))
+    _open_to_all(data)
+    return data
+
+
+def jupyter_env(kernel_data: Path | None = None) -> dict[str, str]:
+    """Where the learners' kernel spec (`kernel_data`, first), JupyterLab's assets and the server's
+    extension configuration live (the environment that has jupyterlab installed), for a learner's
+    server that may run from another prefix. Without JupyterLab (a box that carried only the Jupyter
+    server), only the kernel spec."""
+    first = [str(kernel_data)] if kernel_data else []
     if not has_lab():
-        return {}
+        return {"JUPYTER_PATH": first[0]} if first else {}
     import jupyterlab
 
     prefix = Path(jupyterlab.__file__).resolve().parents[4]  # <prefix>/lib/pythonX.Y/site-packages/jupyterlab
-    return {"JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+    return {"JUPYTER_PATH": os.pathsep.join([*first, str(prefix / "share" / "jupyter")]),
             "JUPYTERLAB_DIR": str(prefix / "share" / "jupyter" / "lab"),
             "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter")}
 

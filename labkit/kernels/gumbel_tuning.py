@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from labkit import backends as _backend
+from labkit import interpreter
 from labkit.checks import check_int, check_power_of_two
 from labkit.errors import LabkitInputError
 from labkit.kernels.triton_import import tl, triton
@@ -163,7 +164,7 @@ def _max_nan_first_in_numpy(data, axis):
     return None if np.any(np.isnan(best) | (best == 0)) else best
 
 
-_backend.interpret_reduction_as(_max_nan_first, _max_nan_first_in_numpy)
+interpreter.interpret_reduction_as(_max_nan_first, _max_nan_first_in_numpy)
 
 
 @triton.jit

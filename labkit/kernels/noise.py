@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from labkit.backends import interpret_helper_as
+from labkit.interpreter import interpret_helper_as
 from labkit.kernels.triton_import import tl, triton
 
 MIX_MUL_1 = 0x7FEB352D
@@ -136,7 +136,7 @@ def uniform_at_zero(key):
 
 # In Triton's CPU interpreter the two helpers a kernel calls run as the torch references above, the
 # same bits (each Triton operation costs the interpreter tens of microseconds, and these hashes are a
-# dozen operations a call): labkit.backends.interpret_helper_as. Compiled kernels run the source.
+# dozen operations a call): labkit.interpreter.interpret_helper_as. Compiled kernels run the source.
 
 def _row_key_twin(seed, pos, salt):
     if seed.dtype != np.int64:  # the source's seed >> 32 is a 64-bit shift
