@@ -124,3 +124,22 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
     assert plain.returncode == 0, plain.stderr
     assert "memory_limit" not in plain.stdout and "gpu_memory_share" not in plain.stdout
     assert plain.stdout.strip().splitlines()[-1] == "[]"  # no module of the classroom was imported
+
+
+def test_a_rooms_kit_copy_holds_07s_starting_code_and_no_solution(tmp_path):
+    """The learners import a copy of the package: its checkers still know each exercise's starting code
+    (read from the copy's notebook 07, the student edition) and so say "not attempted" on it."""
+    from labkit.classroom import runtime
+    from labkit.workshop.exercises.record import NOTEBOOK
+
+    copy = runtime.kit_copy(tmp_path)
+    assert sorted(p.name for p in (copy / "notebooks").iterdir()) == [NOTEBOOK]
+    nb = json.loads((copy / "notebooks" / NOTEBOOK).read_text())
+    assert not [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
+    code = ("from labkit import paths; from labkit.workshop.exercises.starting_code import starting_code as s\n"
+            "print(paths.REPO); print(all(s(n) for n in ('copy_idx_mapping', 'gumbel_rows', 'q_offset')))")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=tmp_path)  # as a learner's kernel: not in the checkout
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(copy), "True"]

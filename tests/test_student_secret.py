@@ -24,9 +24,6 @@ import nbformat
 import pytest
 
 from labkit.workshop.editions.secrecy import (
-    ANSWERS,
-    ANSWERS_IN_TASK,
-    EXERCISE_CELLS,
     EXERCISE_NOTEBOOK,
     STUDENT_PATH,
     answers_in,
@@ -45,6 +42,7 @@ from labkit.workshop.editions.student import (
     edition_name,
     student_notebook,
 )
+from labkit.workshop.exercises.record import EXERCISES, exercise, letters
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -99,7 +97,7 @@ def _with_inspections(name: str, nb):
         return nb
     cells = []
     for cell in nb.cells:
-        if cell.get("id") in EXERCISE_CELLS.values():
+        if cell.get("id") in {x.task_cell for x in EXERCISES}:
             cells.append(_inspect_cell(cell.get("id")))
         cells.append(cell)
     nb.cells = cells
@@ -211,7 +209,7 @@ def test_kept_outputs_give_no_part_of_the_fix_away(student):
             if KEEP_OUTPUT_TAG in cell.metadata.get("tags", []) and cell.outputs:
                 kept += 1
                 outputs = [piece for piece in seen_in_cell(cell, name, index) if piece.where != "source"]
-                found = {x: answers_in(piece.text, x) for piece in outputs for x in ANSWERS}
+                found = {x: answers_in(piece.text, x) for piece in outputs for x in letters()}
                 assert not any(found.values()), f"{name} cell {index} keeps an output with {found}"
     assert kept >= 2  # notebook 01's symptoms: the responses side by side, the before/after figure
 
@@ -247,7 +245,8 @@ def test_an_answer_after_its_exercise_is_no_leak(student):
     nb.cells.insert(ids.index("a-check-1") + 1, nbformat.v4.new_markdown_cell("idx_mapping[n:] = -1"))
     assert not find_leaks(edition)
     # The same line inside (a)'s own task is a leak.
-    nb.cells.insert(ids.index(EXERCISE_CELLS["a"]) + 1, nbformat.v4.new_markdown_cell("idx_mapping[num_reqs:] = -1"))
+    task = ids.index(exercise("a").task_cell)
+    nb.cells.insert(task + 1, nbformat.v4.new_markdown_cell("idx_mapping[num_reqs:] = -1"))
     assert [leak for leak in find_leaks(edition) if leak.exercise == "a" and leak.in_task]
 
 
@@ -257,16 +256,16 @@ def test_after_the_exercises_the_student_edition_shows_the_prs_fix_beside_the_le
     edition = _read_edition(student)
     calls = {name: "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
              for name, nb in edition.items()}
-    for exercise, notebook in (("a", "03_the_fix.ipynb"), ("b", "03_the_fix.ipynb"), ("c", "03_the_fix.ipynb"),
-                               ("d", "05_sibling_bugs.ipynb")):
-        assert f'ex.compare("{exercise}")' in calls[notebook], (exercise, notebook)
+    for x in EXERCISES:
+        notebook = next(name for name in STUDENT_PATH if name.startswith(x.compare_notebook + "_"))
+        assert f'ex.compare("{x.letter}")' in calls[notebook], (x.letter, notebook)
         assert STUDENT_PATH.index(notebook) > STUDENT_PATH.index(EXERCISE_NOTEBOOK)
 
 
 def test_an_exercise_may_name_its_tools_but_not_its_answer(student):
     edition = _read_edition(student)
     nb = edition[EXERCISE_NOTEBOOK]
-    task = next(cell for cell in nb.cells if cell.get("id") == EXERCISE_CELLS["d"])
+    task = next(cell for cell in nb.cells if cell.get("id") == exercise("d").task_cell)
     task.source += "\nWiden with `torch.int64` there."  # what 07(d)'s text said before the student edition was checked
     leaks = find_leaks(edition)
     assert [str(leak) for leak in leaks if leak.in_task and leak.exercise == "d"]
@@ -326,7 +325,7 @@ def test_the_student_exercises_run_top_to_bottom_and_say_not_solved_yet(executed
 def test_a_checker_run_before_its_exercise_is_attempted_says_so_and_shows_nothing_of_any_fix(executed):
     nb = executed[EXERCISE_NOTEBOOK]
     ids = [cell.get("id") for cell in nb.cells]
-    starts = {x: ids.index(cid) for x, cid in EXERCISE_CELLS.items()}
+    starts = {x.letter: ids.index(x.task_cell) for x in EXERCISES}
     for index, cell in enumerate(nb.cells):
         if CHECKER_TAG not in cell.metadata.get("tags", []):
             continue
@@ -334,7 +333,7 @@ def test_a_checker_run_before_its_exercise_is_attempted_says_so_and_shows_nothin
         current = max((x for x, start in starts.items() if start < index), default="a")
         if cell.get("id") != "capstone":
             assert "not attempted" in text, (cell.get("id"), text[:400])
-        found = {x: answers_in(text, x) for x in ANSWERS}
+        found = {x: answers_in(text, x) for x in letters()}
         assert not any(found.values()), f"{cell.get('id')} (exercise {current}) shows {found}"
 
 
@@ -342,7 +341,7 @@ def test_the_wrap_up_under_the_capstone_names_no_fix_in_the_student_edition(stud
     nb = _read_edition(student)[EXERCISE_NOTEBOOK]
     wrap = [c for c in nb.cells if c.get("id", "").startswith("wrap-up")]
     assert wrap
-    found = {x: answers_in(c.source, x) for c in wrap for x in ANSWERS}
+    found = {x: answers_in(c.source, x) for c in wrap for x in letters()}
     assert not any(found.values()), found
 
 
@@ -379,7 +378,7 @@ def test_the_readme_describes_the_bug_first_and_keeps_the_fix_in_one_marked_spoi
     # The fix is in the spoiler section, so the scan below can fail.
     assert all(answers_in(blocks[0], x) for x in "abc")
     outside = outside_spoilers(text)
-    found = {x: sorted(set(answers_in(outside, x))) for x in ANSWERS}
+    found = {x: sorted(set(answers_in(outside, x))) for x in letters()}
     assert not any(found.values()), f"the README outside its spoiler section shows {found}"
     assert outside.index("## ") > outside.index("gibberish"), "the bug and its symptoms come first"
 
@@ -387,13 +386,13 @@ def test_the_readme_describes_the_bug_first_and_keeps_the_fix_in_one_marked_spoi
 def test_what_the_readme_links_or_shows_outside_its_spoiler_gives_nothing_away():
     outside = outside_spoilers(README.read_text())
     for name in docs_named(outside):
-        found = {x: sorted(set(answers_in(DOCS[name], x)))[:3] for x in ANSWERS}
+        found = {x: sorted(set(answers_in(DOCS[name], x)))[:3] for x in letters()}
         assert not any(found.values()), f"the README links docs/{name} outside its spoiler section: {found}"
     figures = README_FIGURE.findall(outside)
     assert figures, "the README shows no figure outside its spoiler section: the scan below checks nothing"
     for path in figures:
         texts = _readme_figure_texts(path)
-        found = {x: answers_in(texts, x) for x in ANSWERS}
+        found = {x: answers_in(texts, x) for x in letters()}
         assert not any(found.values()), f"{path}, shown outside the README's spoiler section, says {found}"
 
 
@@ -409,7 +408,7 @@ def test_the_learners_file_browser_shows_what_a_learner_opens_and_nothing_else(l
         assert nb.metadata.get("labkit_edition") == "student", path.name
         assert not any("solution" in c.metadata.get("tags", []) for c in nb.cells), path.name
     for doc in LEARNER_DOCS:  # a doc in the learner's folder is one the path may open at any time
-        found = {x: answers_in(DOCS[doc], x, ANSWERS_IN_TASK) for x in ANSWERS_IN_TASK}
+        found = {x: answers_in(DOCS[doc], x, in_task=True) for x in letters()}
         assert not any(found.values()), (doc, found)
 
 

@@ -13,7 +13,7 @@ from labkit import backends
 from labkit.graphs import GraphRunner
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import row_key, tl, triton, uniform  # noqa: F401 (the kernel below)
-from labkit.workshop.exercises.starting_code import STARTING_CODE
+from labkit.workshop.exercises.starting_code import starting_code
 from labkit.workshop.harness.host_steps import WIDE, WIDE_SCHEDULE
 
 KERNELS_RUN = backends.HAS_TRITON and (backends.KERNELS_INTERPRETED or backends.HAS_CUDA)
@@ -96,7 +96,7 @@ def test_the_torch_versions_name_error_advice_names_the_torch_helpers():
 
 
 def test_a_checker_on_the_starting_code_says_not_attempted_and_shows_nothing(tmp_path, monkeypatch):
-    (tmp_path / "skeleton_a.py").write_text(STARTING_CODE["copy_idx_mapping"])  # a file: its source can be read
+    (tmp_path / "skeleton_a.py").write_text(starting_code("copy_idx_mapping"))  # a file: its source can be read
     monkeypatch.syspath_prepend(str(tmp_path))
     import skeleton_a
 
@@ -149,14 +149,15 @@ def test_the_starting_code_the_checkers_know_is_notebook_07s_skeletons():
     import json
     from pathlib import Path
 
-    from labkit.workshop.exercises.starting_code import is_starting_code
+    from labkit.workshop.exercises.record import EXERCISES
+    from labkit.workshop.exercises.starting_code import is_starting_code, starting_code
 
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_exercises.ipynb").read_text())
     cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
-    skeletons = {"a-skeleton": "copy_idx_mapping", "b-skeleton": "gumbel_kernel", "b-skeleton-torch": "gumbel_rows",
-                 "c-skeleton": "build_sample_mapping", "d-skeleton": "q_offset"}
-    assert set(skeletons.values()) == set(STARTING_CODE)
+    skeletons = {v.skeleton_cell: v.function for x in EXERCISES for v in x.versions}
+    assert len(skeletons) == 5 and set(skeletons) <= set(cells), skeletons  # (b) has two versions, each its own
     for cell_id, name in skeletons.items():
-        assert is_starting_code(name, cells[cell_id]), f"07's {cell_id} differs from STARTING_CODE[{name!r}]"
+        assert starting_code(name) == cells[cell_id]
+        assert is_starting_code(name, cells[cell_id]), f"07's {cell_id} is not what the checkers start from"
         solution = cells[cell_id.replace("skeleton", "solution")]
         assert not is_starting_code(name, solution), f"07's solution for {name} reads as the starting code"

@@ -28,6 +28,7 @@ import sysconfig
 from pathlib import Path
 
 import labkit
+from labkit import paths
 
 
 def reachable_by_others(path: Path) -> bool:
@@ -139,11 +140,22 @@ def hub_pythonpath(kit_root: Path) -> list[str]:
 
 
 def kit_copy(runtime: Path) -> Path:
-    """A fresh copy of the ``labkit`` package the hub runs, for the learners' PYTHONPATH."""
+    """A fresh copy of the ``labkit`` package the hub runs, for the learners' PYTHONPATH, and beside it
+    the student edition of notebook 07: the checkers read each exercise's starting code from that
+    notebook (:mod:`labkit.workshop.exercises.starting_code`), and the student edition holds it
+    without the solutions."""
+    import nbformat
+
+    from labkit.workshop.editions.student import student_notebook
+    from labkit.workshop.exercises.record import NOTEBOOK
+
     target = runtime / "kit"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(Path(labkit.__file__).parent, target / "labkit",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    (target / "notebooks").mkdir()
+    nbformat.write(student_notebook(nbformat.read(paths.NOTEBOOKS / NOTEBOOK, as_version=4)),
+                   target / "notebooks" / NOTEBOOK)
     _open_to_all(runtime)
     return target
 

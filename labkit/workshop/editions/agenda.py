@@ -6,7 +6,8 @@ Every activity is planned at its minimum, from three tables the guide renders (`
   left out) and of the docs it links to that a learner opens (07: the mask sheet), at
   :data:`READING_WPM` words a minute, counted from the notebooks themselves;
 * discussion: :data:`MIN_DISCUSS` minutes per notebook (stated, by judgement);
-* exercises: :data:`MIN_EXERCISE` minutes per exercise (the guide's section 7 gives the same rhythm).
+* exercises: each exercise's minutes, from its record (:mod:`labkit.workshop.exercises.record`: the
+  guide's section 7 gives the same rhythm), and :data:`CAPSTONE_MIN` for the capstone.
 
 Each notebook's whole run time (``labkit/data/cpu/notebook_times.json``, written by ``make
 bench-cpu ARGS="--only notebooks --record"``) is charged to the first activity that opens it, which
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from labkit import paths
 from labkit.docgen import blocks
+from labkit.workshop.exercises import record as exercise_record
 
 RECORD = "data/cpu/notebook_times.json"
 MIN_SLACK_MIN = 10
@@ -36,21 +38,43 @@ NOTEBOOKS = paths.NOTEBOOKS
 DOCS = NOTEBOOKS.parent / "docs"
 # Stated minutes of discussion per notebook (the first time an agenda opens it).
 MIN_DISCUSS = {"00": 4, "01": 3, "02": 5, "03": 4, "04": 2, "05": 3, "06": 3, "07": 2}
-# Stated minutes per exercise of 07 ((c) is a discussion; the capstone is run, read and discussed).
-MIN_EXERCISE = {"a": 10, "b": 15, "c": 5, "d": 10, "capstone": 10}
+# Stated minutes for the capstone: run, read and discussed.
+CAPSTONE_MIN = 10
+
+
+def exercise_minutes() -> dict[str, int]:
+    """Minutes planned per exercise (by letter, from the records) and for the capstone."""
+    return {**{x.letter: x.minutes for x in exercise_record.EXERCISES}, "capstone": CAPSTONE_MIN}
+
+
+def _listed(exercises) -> str:
+    return ", ".join(f"({x.letter})" + (f" ({x.agenda_note})" if x.agenda_note else "") for x in exercises)
 
 
 @dataclass(frozen=True)
 class Activity:
-    what: str
+    what_text: str  # "{exercises}" in it: the exercises done here, as "(a), (b)"
     notebook: str | None = None  # file-name prefix ("00"), None for a break
-    exercises: tuple[str, ...] = ()  # keys of MIN_EXERCISE done here
+    does_exercises: bool = False  # the exercises whose record plans them in this notebook's slot
+    capstone: bool = False
     break_min: float = 0
     key: str = ""  # how a cut names it (default: the notebook, or "break")
 
     @property
     def name(self) -> str:
         return self.key or self.notebook or "break"
+
+    def _exercises_here(self) -> list:
+        return [x for x in exercise_record.EXERCISES if self.does_exercises and x.agenda_notebook == self.notebook]
+
+    @property
+    def exercises(self) -> tuple[str, ...]:
+        """What is done here: exercise letters, and "capstone"."""
+        return tuple(x.letter for x in self._exercises_here()) + (("capstone",) if self.capstone else ())
+
+    @property
+    def what(self) -> str:
+        return self.what_text.format(exercises=_listed(self._exercises_here()))
 
 
 THREE_HOURS = (
@@ -59,15 +83,14 @@ THREE_HOURS = (
     Activity("the stale mapping: timeline, ownership map, q used vs drawn, the \"your turn\" question, the "
              "engine run, the explorer", "02"),
     Activity("**break**", break_min=10, key="first break"),
-    Activity("write the fix yourself: (a), (b), (c) (a discussion: \"0 is a valid index, so why was it "
-             "wrong?\")", "07", ("a", "b", "c")),
+    Activity("write the fix yourself: {exercises}", "07", does_exercises=True),
     Activity("the PR's fix next to yours; the fix on the map; each part alone; the ablation; why signed", "03"),
     Activity("what the fix costs, why graphs pad at all, the race on an H200", "04"),
     Activity("**break**", break_min=10, key="second break"),
-    Activity("sibling bugs: exercise (d), the int32 offset, then the kit's next to yours; shared noise", "05",
-             ("d",)),
+    Activity("sibling bugs: exercise {exercises}, the int32 offset, then the kit's next to yours; shared noise", "05",
+             does_exercises=True),
     Activity("the audit (parts 1 and 2), the distribution proof (part 3, skim)", "06"),
-    Activity("capstone: your fix in the engine; wrap-up against the objectives", "07", ("capstone",),
+    Activity("capstone: your fix in the engine; wrap-up against the objectives", "07", capstone=True,
              key="capstone"),
 )
 # What the two-hour agenda leaves out of the three-hour one, for take-home reading.
@@ -136,7 +159,7 @@ def schedule(activities, record: dict) -> list[Slot]:
             opened.add(activity.notebook)
             run_s = notebook_seconds(record, activity.notebook)
             read, discuss = reading_min(activity.notebook), MIN_DISCUSS[activity.notebook]
-        exercise = sum(MIN_EXERCISE[x] for x in activity.exercises)
+        exercise = sum(exercise_minutes()[x] for x in activity.exercises)
         minutes = math.ceil(read + discuss + exercise + activity.break_min + run_s / 60)
         slots.append(Slot(clock, minutes, activity, run_s, read, discuss, exercise))
         clock += minutes
@@ -180,7 +203,8 @@ def render_minimums() -> str:
         if prefix not in MIN_DISCUSS:
             continue
         done_here = [x for a in THREE_HOURS if a.notebook == prefix for x in a.exercises]
-        work = ", ".join(f"({x}) {MIN_EXERCISE[x]} min" if len(x) == 1 else f"{x} {MIN_EXERCISE[x]} min"
+        minutes = exercise_minutes()
+        work = ", ".join(f"({x}) {minutes[x]} min" if x != "capstone" else f"{x} {minutes[x]} min"
                          for x in done_here)
         rows.append(f"| {name.removesuffix('.ipynb')} | {reading_words(prefix):,} | {reading_min(prefix)} min | "
                     f"{MIN_DISCUSS[prefix]} min | {work} |")
@@ -212,7 +236,9 @@ def render(name: str, record: dict) -> str:
         saved = sum(slot.minutes for slot in schedule(THREE_HOURS, record) if slot.activity in dropped)
         note += ("\n\nDropped from the three-hour agenda (" + f"{saved} min at their minimums), for take-home: "
                  + "; ".join(f"{a.notebook}: {a.what}" if a.notebook else f"the {a.name}" for a in dropped)
-                 + ". Exercise (d) goes with 05: in two hours it is optional, and 05's comparison of it is skipped.")
+                 + "." + "".join(f" Exercise {_listed([x])} goes with {x.agenda_notebook}: in two hours it is "
+                                 f"optional, and {x.compare_notebook}'s comparison of it is skipped."
+                                 for x in exercise_record.EXERCISES if x.agenda_notebook in TWO_HOUR_CUT))
     return "\n".join(rows) + "\n" + note
 
 

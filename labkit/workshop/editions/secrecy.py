@@ -4,8 +4,8 @@ A learner follows the student path (:data:`STUDENT_PATH`): the bug in 00-02, the
 then the PR's fix in 03 and the rest. Before each exercise, nothing they can see may show its
 answer, nor the answer of an exercise still ahead: not a cell's source, not an output (text, HTML,
 an error), not the text drawn in a figure, not a widget's label. :func:`find_leaks` scans a set of
-notebooks (the student edition, built, and optionally executed) for the answers' patterns
-(:data:`ANSWERS`) along that path.
+notebooks (the student edition, built, and optionally executed) for the answers' patterns (each
+exercise's record, :mod:`labkit.workshop.exercises.record`) along that path.
 
 Figures are pictures, so their text is captured while they are drawn: run
 :func:`capture_figure_text` first in the kernel that executes the notebooks, and every figure drawn
@@ -19,6 +19,8 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+
+from labkit.workshop.exercises import record
 
 # The order a learner opens the notebooks in. The instructor edition is read in file order
 # (00-08: the fix in 03 before the exercises of 07); the student edition moves the exercises up,
@@ -35,34 +37,10 @@ STUDENT_PATH = (
     "08_appendix_kernel_engineering.ipynb",
 )
 
-# Each exercise starts at its task cell (by cell id) in notebook 07, in this order.
-EXERCISE_NOTEBOOK = "07_exercises.ipynb"
-EXERCISE_CELLS = {"a": "a-task", "b": "b-task", "c": "c-task", "d": "d-task"}
-
-# What gives each exercise's answer away. Broad on purpose: a false alarm costs a rephrased
-# sentence, a miss costs a room its exercise.
-ANSWERS: dict[str, tuple[str, ...]] = {
-    # (a) the host writes -1 into the padded rows of idx_mapping
-    "a": (r"(?<![\w.\-])-1(?![\w.])", r"\bfill(s|ed|ing)?\b", r"\bsentinel", r"\bno[ -]request\b.{0,20}\bvalue"),
-    # (b) the kernel masks its loads and its store on slot >= 0
-    "b": (r"\bmask", r"\bslot\s*[<>]=?\s*0", r">=\s*0\b", r"\bis_valid\b", r"\bother\s*=",
-          r"\bskip\w*\s+(the\s+)?(padded|padding|rows?|slots?)\b"),
-    # (c) DFlash pads its per-sample mapping with -1, not 0
-    "c": (r"\bpad(s|ded|ding)?\s+(it\s+|value\s+|them\s+)?(with|of|=|:|to|is|becomes)\s*-1", r"-1,?\s+not\s+0\b",
-          r"\bpad_value\s*=\s*-1", r"sample_idx_mapping[^\n]{0,80}-1\s*\]", r"\b(DFlash|sample rows?)\b[^.\n]{0,60}-1"),
-    # (d) the offset is computed in 64 bits: widen slot before the multiply
-    "d": (r"\.to\(\s*(tl|torch)\.int64\s*\)", r"\btl\.int64\b", r"\bwiden", r"\b(cast|promot)\w*\b[^.\n]{0,40}"
-          r"(int64|64[- ]bit)", r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64"),
-}
-
-# An exercise's own task and skeleton may name its tools (a masked load, a cast) but not the answer
-# itself: these narrower patterns are checked there.
-ANSWERS_IN_TASK: dict[str, tuple[str, ...]] = {
-    "a": (r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])"),
-    "b": (r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot", r"\bskip\w*\s+(the\s+)?(padded|rows?)\b"),
-    "c": ANSWERS["c"],
-    "d": (r"\bint64\b", r"\bwiden", r"64[- ]bit"),
-}
+# Each exercise starts at its task cell in notebook 07, and what gives its answer away is its record's
+# (labkit.workshop.exercises.record): broad on purpose, since a false alarm costs a rephrased sentence
+# and a miss costs a room its exercise.
+EXERCISE_NOTEBOOK = record.NOTEBOOK
 
 FIGURE_TEXT_MARKER = "labkit-figure-text: "
 INSPECT_MARKER = "labkit-inspect: "
@@ -222,29 +200,32 @@ def _path_with_exercises(notebooks: Mapping[str, object], docs: Mapping[str, str
     starts: dict[str, int] = {}
     ends: dict[str, int] = {}
     opened: set[str] = set()
+    task_cells = {x.task_cell: x.letter for x in record.EXERCISES}
     for name in STUDENT_PATH:
         nb = notebooks.get(name)
         if nb is None:
             continue
         state = saved_widget_state(nb)
         for index, cell in enumerate(nb["cells"]):
-            if name == EXERCISE_NOTEBOOK and cell.get("id") in EXERCISE_CELLS.values():
-                starts[next(x for x, cid in EXERCISE_CELLS.items() if cid == cell.get("id"))] = len(seen)
+            if name == EXERCISE_NOTEBOOK and cell.get("id") in task_cells:
+                starts[task_cells[cell.get("id")]] = len(seen)
             if "checker" in cell.get("metadata", {}).get("tags", []):
                 ends.update({x: len(seen) for x in starts if x not in ends})
             seen += _with_docs(seen_in_cell(cell, name, index, state), docs, opened)
         if name == EXERCISE_NOTEBOOK:
             break
-    absent = [x for x in EXERCISE_CELLS if x not in starts]
+    absent = [cell for cell, x in task_cells.items() if x not in starts]
     if absent:
-        raise ValueError(f"{EXERCISE_NOTEBOOK} has no task cell for exercise(s) {', '.join(absent)} "
-                         f"(cell ids {', '.join(EXERCISE_CELLS[x] for x in absent)})")
-    return {x: (seen, starts[x], ends.get(x, len(seen))) for x in EXERCISE_CELLS}
+        raise ValueError(f"{EXERCISE_NOTEBOOK} has no task cell {', '.join(absent)} (exercise(s) "
+                         f"{', '.join(task_cells[c] for c in absent)})")
+    return {x: (seen, starts[x], ends.get(x, len(seen))) for x in task_cells.values()}
 
 
-def answers_in(text: str, exercise: str, patterns: Mapping[str, tuple[str, ...]] = ANSWERS) -> list[str]:
-    """The pieces of `text` that give away (part of) `exercise`'s answer."""
-    return [m.group(0) for pattern in patterns[exercise] for m in re.finditer(pattern, text, re.IGNORECASE)]
+def answers_in(text: str, exercise: str, in_task: bool = False) -> list[str]:
+    """The pieces of `text` that give away (part of) `exercise`'s answer (`in_task`: the narrower
+    patterns an exercise's own task and skeleton are held to)."""
+    return [m.group(0) for pattern in record.exercise(exercise).patterns(in_task)
+            for m in re.finditer(pattern, text, re.IGNORECASE)]
 
 
 def find_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None) -> list[Leak]:
@@ -257,7 +238,7 @@ def find_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None =
     for exercise, seen in each_exercise_itself(notebooks, docs).items():
         for piece in seen:
             leaks += [Leak(exercise, found, piece, in_task=True)
-                      for found in answers_in(piece.text, exercise, ANSWERS_IN_TASK)]
+                      for found in answers_in(piece.text, exercise, in_task=True)]
     # One leak per place and exercise is enough to read.
     unique = {(leak.exercise, leak.seen.notebook, leak.seen.cell, leak.seen.where): leak for leak in leaks}
     return list(unique.values())

@@ -104,17 +104,14 @@ def format_rows(rows: list[CapstoneRow]) -> str:
 
 def _learner_pieces(namespace, fill, kernel, sample_mapping):
     """The three functions, from keywords or a namespace; or the CheckResult of the first that fails."""
-    from labkit.workshop.exercises.dflash_mapping import check_dflash
-    from labkit.workshop.exercises.host_mapping import check_fill
-    from labkit.workshop.exercises.sampling_kernel import check_kernel, learner_names
+    from labkit.workshop.exercises import record
+    from labkit.workshop.exercises.reveal import learner_names
 
     pieces = []
-    for ex, given, check, names in (("a", fill, check_fill, ("copy_idx_mapping",)),
-                                    ("b", kernel, check_kernel, learner_names()),
-                                    ("c", sample_mapping, check_dflash, ("build_sample_mapping",))):
-        fn, _, verdict = resolve(ex, given if given is not None else namespace, *names)
+    for ex, given in (("a", fill), ("b", kernel), ("c", sample_mapping)):
+        fn, _, verdict = resolve(ex, given if given is not None else namespace, *learner_names(ex))
         if verdict is None:
-            verdict = check(fn)
+            verdict = record.exercise(ex).check()(fn)
         if not verdict.solved:
             return verdict
         pieces.append(fn)

@@ -16,12 +16,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from labkit.speculator import DFlashSpeculator
+from labkit.workshop.exercises import record
 from labkit.workshop.exercises.reveal import keeps_answer
 from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.harness import host_steps as hs
 from labkit.workshop.harness.learner_specs import LearnerDFlashSpeculator
 
-NAME = "build_sample_mapping"
+NAME = record.exercise("c").versions[0].function
 SOLVED = ("Every sample row the padded graph read held a live slot or no slot at all, so the masked kernel "
           "skipped the padding and no request's q was overwritten: slot 0's q, which the old pad of 0 clobbered, "
           "stayed its own, and every live output equals the eager run's. The padding-invariance audit agreed "
@@ -46,7 +47,7 @@ DFLASH = hs.HostExercise("c", NAME, "sample_idx_mapping", hs.K, dflash_speculato
 
 
 @never_raises("c")
-@keeps_answer("c", (NAME,))
+@keeps_answer("c")
 def check_dflash(build_sample_mapping) -> CheckResult:
     """(c) `build_sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping)` writes the sample mapping.
 

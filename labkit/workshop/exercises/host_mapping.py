@@ -13,12 +13,13 @@ from dataclasses import replace
 
 from labkit.config import FixSwitches
 from labkit.speculator import Speculator
+from labkit.workshop.exercises import record
 from labkit.workshop.exercises.reveal import keeps_answer
 from labkit.workshop.feedback import CheckResult, never_raises
 from labkit.workshop.harness import host_steps as hs
 from labkit.workshop.harness.learner_specs import LearnerSpeculator
 
-NAME = "copy_idx_mapping"
+NAME = record.exercise("a").versions[0].function
 SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timeline and a fresh speculator, "
           "every row the padded graph read held a live slot or no slot at all, every live row drafted the eager "
           "run's tokens, and every live slot's q is the distribution its draft was sampled from. The "
@@ -43,7 +44,7 @@ FILL = hs.HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_s
 
 
 @never_raises("a")
-@keeps_answer("a", (NAME,))
+@keeps_answer("a")
 def check_fill(copy_idx_mapping) -> CheckResult:
     """(a) `copy_idx_mapping(idx_mapping, slots)` writes this step's row -> slot mapping in place.
 

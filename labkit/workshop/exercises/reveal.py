@@ -16,23 +16,15 @@ from __future__ import annotations
 import functools
 import html
 from dataclasses import dataclass
-from typing import Callable
 
+from labkit.workshop.exercises import record
 from labkit.workshop.exercises.kept_code import Answer, keep, learner_source, saved_answer, variant_of
 from labkit.workshop.exercises.kit_code import FixSource, pr_fix
 from labkit.workshop.exercises.starting_code import not_attempted_message, starting_code_of
 from labkit.workshop.feedback import CheckResult, Shown, Text, resolve
 from labkit.workshop.harness.launches import triton_kernels_run
 
-EXERCISES = ("a", "b", "c", "d")
-TOPICS = {"a": "the host side: idx_mapping's padded rows", "b": "the sampling kernel's loads and store",
-          "c": "DFlash's sample mapping", "d": "the offset of the store into q"}
-# Where each exercise's part of the fix lives upstream (docs/VLLM_MAP.md names the commits read).
-UPSTREAM = {"a": "DraftModelSpeculator._copy_request_inputs in vllm/v1/worker/gpu/spec_decode/speculator.py",
-            "b": "gumbel_block_argmax in vllm/v1/worker/gpu/sample/gumbel.py",
-            "c": "_prepare_dflash_inputs_kernel in vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
-            "d": "vLLM #47383, the slot-indexed draft-logits offset slot * k * vocab in int32 (the kit's "
-                 "gumbel_sample_kernel widens it); #46560 was its per-row sibling, row * vocab_size"}
+# Where each exercise's part lives upstream is its record's; this doc names the commits read.
 MAP_DOC = "docs/VLLM_MAP.md"
 _CELL = "padding:4px 8px;vertical-align:top;text-align:left;border-top:1px solid #ddd;width:50%"
 _CODE = "font-family:monospace;font-size:90%;white-space:pre;overflow-x:auto;margin:0"
@@ -48,7 +40,8 @@ class Reveal(Shown):
     solved_now: bool = False  # shown under a verdict of "solved": no need to repeat it
 
     def heading(self) -> str:
-        return f"Exercise ({self.fix.exercise}), {TOPICS[self.fix.exercise]}: the PR's fix beside your code"
+        topic = record.exercise(self.fix.exercise).topic
+        return f"Exercise ({self.fix.exercise}), {topic}: the PR's fix beside your code"
 
     def your_title(self) -> str:
         if self.yours is None:
@@ -63,7 +56,7 @@ class Reveal(Shown):
                                      "cell or a file to see it here.)")
 
     def upstream(self) -> str:
-        return f"In vLLM: {UPSTREAM[self.fix.exercise]}; how the kit's miniature differs: {MAP_DOC}."
+        return f"In vLLM: {record.exercise(self.fix.exercise).upstream}; how the kit's miniature differs: {MAP_DOC}."
 
     def text(self) -> str:
         return (f"{self.heading()}\n-- The PR's fix ({self.fix.where}); '>' marks the lines of the fix:\n"
@@ -100,22 +93,18 @@ class Reveals(Shown):
         return "".join(part.html() for part in self.parts)
 
 
-def _exercise(exercise) -> str | None:
-    key = str(exercise).strip().strip("()").lower()
-    return key if key in EXERCISES else None
-
-
 def reveal(exercise=None) -> Reveal | Reveals | Text:
-    """The PR's fix for `exercise` ('a'..'d'; None: all four) beside the learner's last checked code.
+    """The PR's fix for `exercise` (a letter; None: every exercise) beside the learner's last checked code.
 
     Works whether or not the exercise is solved. The learner's code is what the last check of it
     kept on disk; where there is none, a one-line note says how to see it here.
     """
     if exercise is None:
-        return Reveals([reveal(x) for x in EXERCISES])
-    key = _exercise(exercise)
-    if key is None:
-        return Text(f"There is no exercise {exercise!r}; choose one of {', '.join(EXERCISES)}.")
+        return Reveals([reveal(x) for x in record.letters()])
+    found = record.exercise(exercise)
+    if found is None:
+        return Text(f"There is no exercise {exercise!r}; choose one of {record.choices()}.")
+    key = found.letter
     yours = saved_answer(key)
     variant = yours.variant if yours is not None else ("triton" if triton_kernels_run() else "torch")
     return Reveal(pr_fix(key, variant), yours)
@@ -124,18 +113,25 @@ def reveal(exercise=None) -> Reveal | Reveals | Text:
 compare = reveal  # notebook 03's spelling: the PR's fix beside what you wrote in 07
 
 
-def keeps_answer(exercise: str, names: Callable[[], tuple[str, ...]] | tuple[str, ...]):
-    """Decorate a checker: after its verdict, keep the learner's code and, once solved, reveal the fix.
+def learner_names(exercise: str) -> tuple[str, ...]:
+    """The names a checker looks up in a namespace: its record's functions, the version this session
+    can run first."""
+    found = record.exercise(exercise)
+    first = "triton" if triton_kernels_run() else "torch"
+    ordered = sorted(found.versions, key=lambda v: v.kind != first)
+    return tuple(dict.fromkeys(v.function for v in ordered))
 
-    names: the names the checker looks up in a namespace (or a function giving them). Neither step
-    can change the verdict: a folder that cannot be written, or a source that cannot be read, is a
-    note under it.
+
+def keeps_answer(exercise: str):
+    """Decorate the checker of `exercise`: after its verdict, keep the learner's code and, once solved,
+    reveal the fix. Neither step can change the verdict: a folder that cannot be written, or a source
+    that cannot be read, is a note under it.
     """
 
     def decorate(check):
         @functools.wraps(check)
         def checked(learner):
-            fn, name, missing = resolve(exercise, learner, *(names() if callable(names) else names))
+            fn, name, missing = resolve(exercise, learner, *learner_names(exercise))
             if missing is None and starting_code_of(fn):
                 # Run All reaches every checker before the learner wrote anything: say so, show nothing.
                 return CheckResult(exercise, False, not_attempted_message(exercise, name))

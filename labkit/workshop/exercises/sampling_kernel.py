@@ -28,7 +28,8 @@ import inspect
 import torch
 
 from labkit.proofs.guarded import wild_access_in
-from labkit.workshop.exercises.reveal import keeps_answer
+from labkit.workshop.exercises import record
+from labkit.workshop.exercises.reveal import keeps_answer, learner_names
 from labkit.workshop.feedback import (
     CheckResult,
     explain_exception,
@@ -56,12 +57,7 @@ from labkit.workshop.harness.launches import (
 )
 from labkit.workshop.harness.your_launch import replay
 
-KERNEL_NAME, TORCH_NAME = "gumbel_kernel", "gumbel_rows"
-
-
-def learner_names() -> tuple[str, str]:
-    """The names a namespace is searched for, the version this session can run first."""
-    return (KERNEL_NAME, TORCH_NAME) if triton_kernels_run() else (TORCH_NAME, KERNEL_NAME)
+TORCH_NAME = record.exercise("b").version("torch").function
 
 
 def _kernel_shaped(fn) -> bool:
@@ -90,7 +86,7 @@ def _variant(fn, name: str) -> str | CheckResult:
 
 
 @never_raises("b")
-@keeps_answer("b", learner_names)
+@keeps_answer("b")
 def check_kernel(gumbel_kernel) -> CheckResult:
     """(b) The sampling kernel (or its torch version) with padded rows: live rows sample and store as before,
     and a padded row touches nothing outside the buffers.
@@ -99,7 +95,7 @@ def check_kernel(gumbel_kernel) -> CheckResult:
     (or ``gumbel_rows``, the torch version, first where Triton cannot run). Not solved yet, the
     result shows the launch it failed on (``result.figure``); solved, the PR's fix beside your code.
     """
-    fn, name, verdict = resolve("b", gumbel_kernel, *learner_names())
+    fn, name, verdict = resolve("b", gumbel_kernel, *learner_names("b"))
     if verdict is not None:
         return verdict
     variant = _variant(fn, name)

@@ -4,78 +4,49 @@ A learner who runs the notebook top to bottom (Run All) meets every checker befo
 Judging the starting code would draw its launch and name what is wrong with it, which is the
 exercise's answer (or a later one's) shown before the learner tried. So a checker first asks whether
 the function is still the starting code (the same syntax tree: comments, blank lines and docstrings
-aside) and, if so, says only that. ``tests/test_workshop_gaps.py`` keeps these texts equal to the
-skeleton cells of notebook 07.
+aside) and, if so, says only that.
+
+The starting code is written once, in notebook 07's skeleton cells (each exercise's record names
+them); it is read from the kit's own copy of that notebook (:data:`labkit.paths.NOTEBOOKS`), never
+from the learner's, which the learner edits. A room's kit copy carries the student edition of it.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import textwrap
 from typing import Callable
 
-STARTING_CODE: dict[str, str] = {
-    "copy_idx_mapping": '''\
-def copy_idx_mapping(idx_mapping, slots):
-    """Write this step's row -> slot mapping into the persistent buffer, in place.
+from labkit import paths
+from labkit.workshop.exercises import record
 
-    idx_mapping: int32 [max_num_reqs], read by the padded graph; slots: int32 [num_reqs].
-    """
-    num_reqs = slots.numel()
-    idx_mapping[:num_reqs] = slots
-    # TODO: what do rows num_reqs: hold now?
-''',
-    "gumbel_kernel": '''\
-@triton.jit
-def gumbel_kernel(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
-                  vocab_size, salt, BLOCK_V: tl.constexpr):
-    row = tl.program_id(0)
-    slot = tl.load(mapping_ptr + row)
-    offs = tl.arange(0, BLOCK_V)
-    in_vocab = offs < vocab_size
-    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
-    temp = tl.load(temperature_ptr + slot)
-    seed = tl.load(seeds_ptr + slot)
-    scaled = logits
-    if temp != 0.0:
-        scaled = logits / temp
-    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab)  # q, indexed by slot
-    scores = scaled
-    if temp != 0.0:
-        key = row_key(seed, tl.load(pos_ptr + row), salt)
-        scores = scaled - tl.log(-tl.log(uniform(key, offs)))  # + Gumbel noise
-    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
-''',
-    "gumbel_rows": '''\
-def gumbel_rows(logits, idx_mapping, temperature, seeds, positions, q, salt):
-    """The torch version of gumbel_kernel, for machines without Triton: one loop turn per row."""
-    tokens = torch.zeros(logits.shape[0], dtype=torch.int64)
-    vocab_index = torch.arange(logits.shape[1])
-    for row in range(logits.shape[0]):
-        slot = int(idx_mapping[row])
-        temp, seed = float(temperature[slot]), seeds[slot]
-        scaled = logits[row] / temp if temp != 0.0 else logits[row]
-        q[slot] = scaled  # q, indexed by slot
-        scores = scaled
-        if temp != 0.0:
-            scores = scaled + gumbel_torch(row_key_torch(seed, positions[row], salt), vocab_index)
-        tokens[row] = scores.argmax()
-    return tokens
-''',
-    "build_sample_mapping": '''\
-def build_sample_mapping(idx_mapping, num_reqs, k, sample_idx_mapping):
-    """Fill the persistent int32 buffer sample_idx_mapping [max_num_reqs * k], in place."""
-    live = num_reqs * k
-    sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
-    sample_idx_mapping[live:] = 0  # padding: "a harmless, valid index"
-''',
-    "q_offset": '''\
-@triton.jit
-def q_offset(slot, step, stride_slot, stride_step):
-    """Element offset of draft_logits[slot, step, 0]; slot is int32, loaded from idx_mapping."""
-    return slot * stride_slot + step * stride_step
-''',
-}
+_CELLS: dict = {}  # (path, mtime) -> {cell id: source}: the notebook is read once per version of it
+
+
+def skeleton_cells() -> dict[str, str]:
+    """Notebook 07's code cells by id ({} where the notebook is missing or unreadable)."""
+    path = paths.NOTEBOOKS / record.NOTEBOOK
+    try:
+        key = (str(path), path.stat().st_mtime_ns)
+        if key not in _CELLS:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            _CELLS.clear()
+            _CELLS[key] = {c.get("id"): "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                           for c in cells if c.get("cell_type") == "code"}
+        return _CELLS[key]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def starting_code(function: str) -> str | None:
+    """The code the learner's function `function` starts from (None: no exercise has it, or no notebook)."""
+    cells = skeleton_cells()
+    for exercise in record.EXERCISES:
+        for version in exercise.versions:
+            if version.function == function and version.skeleton_cell in cells:
+                return cells[version.skeleton_cell]
+    return None
 
 
 def _shape(source: str) -> str | None:
@@ -93,7 +64,7 @@ def _shape(source: str) -> str | None:
 
 def is_starting_code(name: str, source: str | None) -> bool:
     """Whether `source` (the learner's function `name`) is still the code its exercise started from."""
-    start = STARTING_CODE.get(name)
+    start = starting_code(name)
     return start is not None and source is not None and _shape(source) == _shape(start)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from labkit.workshop.exercises import record
 from labkit.workshop.exercises.reveal import keeps_answer
 from labkit.workshop.feedback import (
     CheckResult,
@@ -27,7 +28,7 @@ from labkit.workshop.feedback import (
 )
 from labkit.workshop.harness.launches import kernel_device, triton_kernels_run
 
-NAME = "q_offset"
+NAME = record.exercise("d").versions[0].function
 BIG_V, BIG_K = 151936, 4  # vLLM-sized draft_logits: [max_num_reqs, 4, 151936] (Qwen's vocabulary)
 BIG_SLOTS = (0, 1, 3533, 3534, 4095, 7066, 7067, 9000)
 BIG_STEP = 3
@@ -37,7 +38,7 @@ SMALL_STEP = 1
 
 
 @never_raises("d")
-@keeps_answer("d", (NAME,))
+@keeps_answer("d")
 def check_offset(q_offset) -> CheckResult:
     """(d) `q_offset(slot, step, stride_slot, stride_step)`: the element offset of draft_logits[slot, step, 0].
 
