@@ -187,11 +187,12 @@ def _student_edition(args) -> int:
 
 
 def _agenda(args) -> int:
-    from labkit.workshop.editions.agenda import AGENDAS, BLOCKS, load_times, render, slack_min, write_into
+    from labkit.docgen import blocks
+    from labkit.workshop.editions.agenda import AGENDAS, BLOCKS, load_times, render, renderers, slack_min
 
     record = load_times(args.record)
     if args.write:
-        written = write_into(args.write, record)
+        written = [key.split(":", 1)[1] for key in blocks.write_into(args.write, renderers(record))]
         if not written:
             raise UsageError(f"{args.write} has no <!-- agenda:NAME --> markers (names: {', '.join(BLOCKS)})")
         print(f"wrote the {', '.join(written)} agenda(s) into {args.write}")
@@ -205,7 +206,7 @@ def _docs(args) -> int:
     from labkit.docgen import blocks, numbers
 
     stale = []
-    for name in blocks.DOCUMENTS:
+    for name in blocks.documents():
         path = blocks.ROOT / name
         if args.write:
             written = blocks.write_into(path, numbers.all_renderers())
@@ -216,7 +217,7 @@ def _docs(args) -> int:
         print("blocks that differ from their records (python -m labkit docs --write):\n  " + "\n  ".join(stale))
         return 1
     if not args.write:
-        print("every block of " + ", ".join(blocks.DOCUMENTS) + " matches its record")
+        print("every block of the docs and notebooks matches its record")
     return 0
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from labkit.__main__ import main
+from labkit.docgen import blocks
 from labkit.workshop.editions import agenda
 from labkit.workshop.editions.secrecy import STUDENT_PATH
 
@@ -27,7 +28,7 @@ def test_the_record_holds_every_notebook_of_the_student_path_with_its_provenance
 
 @pytest.mark.parametrize("name", agenda.BLOCKS)
 def test_the_guide_shows_each_block_as_the_record_renders_it(record, name):
-    shown = agenda.rendered_in(GUIDE.read_text(), name)
+    shown = blocks.rendered_in(GUIDE.read_text(), f"agenda:{name}")
     assert shown is not None, f"the guide lost its <!-- agenda:{name} --> markers"
     assert shown == agenda.render(name, record), (
         f"docs/INSTRUCTOR_GUIDE.md's {name} block differs from the record: run python -m labkit agenda --write")
@@ -41,7 +42,7 @@ def test_every_agenda_leaves_its_slack(record, name):
 def test_a_drifted_record_no_longer_matches_the_guide(record):
     drifted = copy.deepcopy(record)
     drifted["notebooks"]["07_exercises.ipynb"]["seconds"] += 120  # two minutes more for the capstone
-    assert agenda.render("two-hours", drifted) != agenda.rendered_in(GUIDE.read_text(), "two-hours")
+    assert agenda.render("two-hours", drifted) != blocks.rendered_in(GUIDE.read_text(), "agenda:two-hours")
     assert agenda.slack_min("two-hours", drifted) == agenda.slack_min("two-hours", record) - 2
 
 
@@ -62,11 +63,11 @@ def test_each_run_time_is_charged_once(record):
 
 def test_the_cli_writes_the_blocks_into_a_document(tmp_path, record, capsys):
     doc = tmp_path / "guide.md"
-    begin, end = agenda.markers("two-hours")
+    begin, end = blocks.markers("agenda:two-hours")
     doc.write_text(f"# guide\n\n{begin}\nold\n{end}\n\nafter\n")
     assert main(["agenda", "--write", str(doc)]) == 0
     text = doc.read_text()
-    assert agenda.rendered_in(text, "two-hours") == agenda.render("two-hours", record)
+    assert blocks.rendered_in(text, "agenda:two-hours") == agenda.render("two-hours", record)
     assert text.startswith("# guide\n") and text.endswith("\nafter\n")
     (tmp_path / "plain.md").write_text("no markers here\n")
     assert main(["agenda", "--write", str(tmp_path / "plain.md")]) == 2
@@ -76,7 +77,7 @@ def test_the_cli_writes_the_blocks_into_a_document(tmp_path, record, capsys):
 # --- built from the guide's own minimums -------------------------------------------------------------
 
 def test_every_slot_is_its_minimums_recomputed_from_the_tables_the_guide_renders(record):
-    minimums = agenda.rendered_in(GUIDE.read_text(), "minimums")
+    minimums = blocks.rendered_in(GUIDE.read_text(), "agenda:minimums")
     assert minimums == agenda.render_minimums()
     for name, (activities, _) in agenda.AGENDAS.items():
         opened = set()

@@ -31,9 +31,12 @@ import torch
 from labkit import backends
 from labkit.errors import LabkitInputError
 from labkit.gpu import cli
-from labkit.gpu.records import RECORD_NAME, add_command, read_record, write_record
+from labkit.gpu.records import RECORD_NAME
 from labkit.gpu.sanitizer import parse_memcheck
 from labkit.gpu.sections import SECTIONS, Section
+from labkit.records import add_command
+from labkit.records import read as read_record
+from labkit.records import write as write_record
 
 DEVICE = "cuda"
 REPO = Path(__file__).resolve().parents[1]
@@ -711,18 +714,23 @@ def test_a_checked_draft_step_from_host_inputs_never_synchronises_with_the_gpu(d
 
 # -- records: merging a re-measurement, the stale-slot probe (CPU) ------------------------------------------
 
-def test_a_re_measured_section_keeps_the_one_it_replaces_with_its_provenance():
-    from labkit.gpu.records import merge_sections
+def test_a_re_measured_section_replaces_its_run_and_keeps_it_only_where_every_run_is_data():
+    from labkit.records import merge_sections
 
-    base = {"provenance": {"date": "2026-01-01"}, "section_provenance": {"kernel": {"date": "2026-01-01"}},
-            "kernel": {"sizes": [1]}}
+    base = {"provenance": {"date": "2026-01-01"}, "section_provenance": {"kernel": {"date": "2026-01-01"},
+                                                                          "race": {"date": "2026-01-01"}},
+            "kernel": {"sizes": [1]}, "race": {"launches": 1},
+            "superseded": {"kernel": [{"data": {"sizes": [0]}, "cited_by": "notebooks/04_timing.ipynb"}]}}
     new = {"provenance": {"date": "2026-02-02", "device": "GPU", "command": "python -m labkit.gpu"},
-           "kernel": {"sizes": [2]}, "section_seconds": {"kernel": 3.0}}
-    merged = merge_sections(base, new, ["kernel"], "the kernel changed")
-    assert merged["kernel"] == {"sizes": [2]} and merged["section_provenance"]["kernel"]["date"] == "2026-02-02"
-    old = merged["superseded"]["kernel"]
-    assert old == [{"data": {"sizes": [1]}, "provenance": {"date": "2026-01-01"},
-                    "superseded_because": "the kernel changed"}]
+           "kernel": {"sizes": [2]}, "race": {"launches": 2}, "section_seconds": {"kernel": 3.0}}
+    said = merge_sections(base, new, ["kernel", "race"], "the kernel changed")
+    assert base["kernel"] == {"sizes": [2]} and base["section_provenance"]["kernel"]["date"] == "2026-02-02"
+    # the kernel's replaced run leaves the record; the cited one stays
+    assert base["superseded"]["kernel"] == [{"data": {"sizes": [0]}, "cited_by": "notebooks/04_timing.ipynb"}]
+    assert base["superseded"]["race"] == [{"data": {"launches": 1}, "provenance": {"date": "2026-01-01"},
+                                           "superseded_because": "the kernel changed"}]
+    assert said == ["kernel: the run of 2026-01-01 leaves the record (git log -p keeps it)",
+                    "race: the run of 2026-01-01 stays under superseded (every run of it is data)"]
     with pytest.raises(KeyError):
         merge_sections(base, new, ["graphs"], "no such section")
 

@@ -1,5 +1,7 @@
-"""The kit's import graph: no two modules import each other (directly or round a longer loop), and
-the errors module imports nothing of the kit, so any module can raise the kit's errors.
+"""The kit's import graph: the layers ARCHITECTURE.md draws, enforced. Every module sits in a layer of
+that table, imports only its own layer or a lower one, and no two modules import each other
+(directly or round a longer loop); the errors module imports nothing of the kit, so any module can
+raise the kit's errors.
 
 Read with ast from the source, every import counted (also those inside functions, which only
 postpone a cycle), so the test needs no import of labkit.
@@ -8,9 +10,11 @@ postpone a cycle), so the test needs no import of labkit.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "labkit"
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
 
 
 def _module_name(path: Path) -> str:
@@ -81,3 +85,55 @@ def test_the_errors_module_is_at_the_bottom():
 def test_the_cycle_finder_finds_a_planted_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def layers(text: str | None = None) -> dict[str, int]:
+    """ARCHITECTURE.md's table: each named module or package and its layer."""
+    text = ARCHITECTURE.read_text() if text is None else text
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            for name in re.findall(r"`([\w.]+)`", cells[1]):
+                found[name] = int(cells[0])
+    return found
+
+
+def layer_of(module: str, table: dict[str, int]) -> int | None:
+    """The layer of the longest name in `table` that is `module` or a package above it."""
+    names = [n for n in table if module == n or module.startswith(n + ".")]
+    return table[max(names, key=len)] if names else None
+
+
+def upward_imports(graph: dict[str, set[str]], table: dict[str, int]) -> list[str]:
+    return [f"{m} (layer {layer_of(m, table)}) imports {d} (layer {layer_of(d, table)})"
+            for m in sorted(graph) for d in sorted(graph[m]) if layer_of(d, table) > layer_of(m, table)]
+
+
+def test_every_module_sits_in_a_layer_of_the_architecture():
+    table, graph = layers(), import_graph()
+    assert len(set(table.values())) >= 10, table
+    unplaced = sorted(m for m in graph if layer_of(m, table) is None)
+    assert not unplaced, f"modules ARCHITECTURE.md's table does not place: {unplaced}"
+    missing = sorted(name for name in table if name not in graph and not any(m.startswith(name + ".") for m in graph))
+    assert not missing, f"ARCHITECTURE.md names modules the kit does not have: {missing}"
+
+
+def test_imports_flow_down_the_layers():
+    up = upward_imports(import_graph(), layers())
+    assert not up, "imports that go up a layer:\n" + "\n".join(up)
+
+
+def test_the_core_never_imports_the_classroom():
+    table, graph = layers(), import_graph()
+    core = [m for m in graph if layer_of(m, table) < table["labkit.classroom"]]
+    assert core and not [m for m in core if any(d.startswith("labkit.classroom") for d in graph[m])]
+
+
+def test_the_layer_check_finds_an_import_that_goes_up():
+    table = layers("## Layers\n| 2 | `labkit.kernels` | x |\n| 1 | `labkit.backends` | y |\n")
+    graph = {"labkit.backends": {"labkit.kernels.gumbel"}, "labkit.kernels.gumbel": {"labkit.backends"}}
+    assert upward_imports(graph, table) == [
+        "labkit.backends (layer 1) imports labkit.kernels.gumbel (layer 2)"]
+    assert upward_imports({"labkit.kernels.gumbel": {"labkit.backends"}}, table) == []

@@ -1,28 +1,30 @@
 """Blocks of the documentation rendered from records, between ``<!-- KIND:NAME -->`` markers.
 
-The kit teaches measured numbers in README.md, docs/INSTRUCTOR_GUIDE.md and docs/MECHANICS.md.
-Each such block stands between a pair of markers and is written by a renderer, never by hand:
+The kit teaches measured numbers, and sentences that restate a constant of its code, in the README,
+the docs and the notebooks' markdown cells (where the markers show nothing). Each such block stands
+between a pair of markers and is written by a renderer, never by hand:
 
     <!-- gpu:kernel -->
     ... text rendered from labkit/data/gpu/h200.json ...
     <!-- /gpu:kernel -->
 
-KIND names the family of blocks (``agenda``: :mod:`labkit.workshop.editions.agenda`; ``gpu`` and ``cpu``:
-:mod:`labkit.docgen.numbers`). :func:`renderers` maps every ``KIND:NAME`` to a function that renders it
-from the records the kit ships; ``python -m labkit docs --write`` rewrites every block of
-:data:`DOCUMENTS`, and ``tests/test_taught_numbers.py`` fails when a document and its rendering
-disagree (a number typed by hand into a block, or a record re-measured without re-rendering).
+KIND names the family of blocks (:func:`labkit.docgen.numbers.all_renderers` lists them all).
+``python -m labkit docs --write`` rewrites every block of :func:`documents`, and
+``tests/test_taught_numbers.py`` fails when a document and its rendering disagree (a number typed by
+hand into a block, or a record re-measured without re-rendering). In a notebook a block lies within
+one markdown cell.
 
     markers(key)                 -> (begin, end)  the two marker lines of a block
     rendered_in(text, key)       -> str | None    a block's text as it stands in a document
     keys_in(text)                -> list[str]     the blocks a document holds, in order
     render_into(text, renderers) -> (text, keys)  every block of `text` that `renderers` knows, rewritten
-    write_into(path, renderers)  -> list[str]     the same, in a file
+    write_into(path, renderers)  -> list[str]     the same, in a file (a notebook: in its markdown cells)
     stale_blocks(path)           -> list[str]     blocks of a document that differ from their rendering
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Callable
@@ -31,6 +33,14 @@ from labkit import paths
 
 ROOT = paths.REPO
 DOCUMENTS = ("README.md", "docs/INSTRUCTOR_GUIDE.md", "docs/MECHANICS.md", "docs/VLLM_MAP.md")
+
+
+def documents() -> list[str]:
+    """Every document that may hold blocks, relative to the checkout: every notebook, then the docs (the
+    agendas count the notebooks' words, rendered blocks included)."""
+    return [*sorted(p.relative_to(ROOT).as_posix() for p in paths.NOTEBOOKS.glob("*.ipynb")), *DOCUMENTS]
+
+
 _KEY = r"[a-z][a-z0-9-]*:[a-z0-9][a-z0-9-]*"
 _BEGIN = re.compile(r"<!-- (" + _KEY + r") -->")
 
@@ -45,14 +55,19 @@ def markers(key: str) -> tuple[str, str]:
 
 
 def _pattern(key: str) -> re.Pattern:
+    # A block may sit indented (inside a list item): its markers and every line of it carry the indent.
     begin, end = markers(key)
-    return re.compile(re.escape(begin) + r"\n(?:(.*?)\n)?" + re.escape(end), re.DOTALL)
+    return re.compile(r"^(?P<indent>[ ]*)" + re.escape(begin) + r"\n(?:(?P<body>.*?)\n)?(?P=indent)" + re.escape(end),
+                      re.DOTALL | re.MULTILINE)
 
 
 def rendered_in(text: str, key: str) -> str | None:
-    """Block `key` as it stands in a document between its markers (None if it has none)."""
+    """Block `key` as it stands in a document between its markers, without its indent (None if it has none)."""
     found = _pattern(key).search(text)
-    return (found.group(1) or "") if found else None
+    if not found:
+        return None
+    indent = found.group("indent")
+    return "\n".join(line.removeprefix(indent) for line in (found.group("body") or "").split("\n"))
 
 
 def keys_in(text: str) -> list[str]:
@@ -68,21 +83,53 @@ def render_into(text: str, renderers: Renderers) -> tuple[str, list[str]]:
             continue
         begin, end = markers(key)
         body = renderers[key]()
-        text = _pattern(key).sub(lambda _, b=begin, e=end, body=body: f"{b}\n{body}\n{e}", text)
+
+        def block(found, b=begin, e=end, body=body):
+            pad = found.group("indent")
+            lines = "\n".join(pad + line if line else line for line in body.split("\n"))
+            return f"{pad}{b}\n{lines}\n{pad}{e}"
+
+        text = _pattern(key).sub(block, text)
         written.append(key)
     return text, written
+
+
+def _markdown_cells(notebook: dict) -> list[dict]:
+    return [c for c in notebook["cells"] if c.get("cell_type") == "markdown"]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def text_of(path: str | Path) -> str:
+    """What a document says: a file's text, or a notebook's markdown cells, one after the other."""
+    path = Path(path)
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    return "\n\n".join(_source(c) for c in _markdown_cells(json.loads(path.read_text())))
 
 
 def write_into(path: str | Path, renderers: Renderers) -> list[str]:
     """Render every known block of the document at `path` in place; returns the keys written."""
     path = Path(path)
-    text, written = render_into(path.read_text(), renderers)
-    path.write_text(text)
+    if path.suffix != ".ipynb":
+        text, written = render_into(path.read_text(), renderers)
+        path.write_text(text)
+        return written
+    notebook, written = json.loads(path.read_text()), []
+    for cell in _markdown_cells(notebook):
+        text, keys = render_into(_source(cell), renderers)
+        if keys:
+            cell["source"] = text.splitlines(keepends=True)
+            written += keys
+    if written:  # as Jupyter writes notebooks, so that a rendering changes only its own lines
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     return written
 
 
 def stale_blocks(path: str | Path, renderers: Renderers) -> list[str]:
     """Keys of the blocks in `path` whose text differs from their rendering (unknown keys included)."""
-    text = Path(path).read_text()
+    text = text_of(path)
     return [key for key in keys_in(text) if key not in renderers or rendered_in(text, key) != renderers[key]()]
 

@@ -21,6 +21,7 @@ sections and dates it comes from.
 
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 from importlib import resources
@@ -70,8 +71,8 @@ def _date(stamp: dict) -> str:
 
 
 def _where(stamp: dict) -> str:
-    machine = stamp.get("machine", "").replace("lent nvidia-h200 ", "")
-    return f"{_date(stamp)}, {machine}" if machine else _date(stamp)
+    """When a section was measured: its date names the run in the record's section provenance."""
+    return _date(stamp)
 
 
 def _gpu():
@@ -130,7 +131,7 @@ def graph_numbers(record: dict) -> dict:
                      "graph_us": [1e3 * e["ms"]["graph"] for e in sizes],
                      "eager_ms": [e["ms"]["eager_launches"] for e in sizes],
                      "speedup": [e["speedup_vs_eager_launches"] for e in sizes]})
-    return {"runs": runs, "machines": len({r["stamp"].get("machine") for r in runs})}
+    return {"runs": runs}
 
 
 def e2e_numbers(record: dict) -> dict:
@@ -183,8 +184,8 @@ def render_kernel(record: dict) -> str:
             f"in every recorded run; launching the same kernels eagerly from Python took "
             f"{_span([m for r in runs for m in r['eager_ms']], '{:.1f}', ' ms')}, which depends on the "
             f"host and varies from run to run, so the graph is "
-            f"{_span([s for r in runs for s in r['speedup']], '{:.0f}', 'x')} faster over {len(runs)} runs on "
-            f"{gr['machines']} machines (per run: {per_run});")
+            f"{_span([s for r in runs for s in r['speedup']], '{:.0f}', 'x')} faster over {len(runs)} runs "
+            f"(per run: {per_run});")
     if e["as_shipped"] is not None and e["with_rowwise"]:
         lines.append(
             f"- end to end, `graph-fixed` gives {_span(e['with_rowwise'], '{:d}')} of {e['responses']} responses "
@@ -399,6 +400,101 @@ def render_make_test(record: dict) -> str:
         "`labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")
 
 
+# -- sentences from a run of the bench (seeded, torch backend: the same counts on every machine) ------------
+
+@functools.lru_cache(maxsize=1)
+def ablation_run():
+    """Every mode of the bench at its default workload (50 prompts, seed 0), on the torch backend."""
+    from labkit.backends import using_backend
+    from labkit.bench.modes import ALL_MODES
+    from labkit.bench.repro import BenchConfig, run_bench
+
+    with using_backend("torch"):
+        return run_bench(BenchConfig(prompts=50, seed=0), list(ALL_MODES), progress=False)
+
+
+def render_ablations(result) -> str:
+    """README: what each part of the fix does alone, as the bench counts it."""
+    m = result.modes
+
+    def of(mode: str) -> str:
+        return f"{m[mode].corrupted} of {m[mode].responses}"
+
+    same = m["graph-mask-only"].corrupted == m["graph-buggy"].corrupted
+    mask_only = (f"`graph-mask-only` corrupts exactly as much as `graph-buggy` ({of('graph-buggy')} at seed 0: stale "
+                 "slots are >= 0, nothing is masked)" if same else
+                 f"`graph-mask-only` corrupts {of('graph-mask-only')} at seed 0 and `graph-buggy` {of('graph-buggy')}")
+    fill_only = ("`graph-fill-only` is refused before the launch with an explanation of the out-of-bounds access"
+                 if m["graph-fill-only"].refused else f"`graph-fill-only` corrupts {of('graph-fill-only')}")
+    greedy = ("greedy drafting corrupts nothing" if m["greedy-graph-buggy"].corrupted == 0 else
+              f"greedy drafting corrupts {of('greedy-graph-buggy')}")
+    dflash = (f"DFlash's pad 0 corrupts slot 0's requests ({of('dflash-buggy')} at seed 0) while -1 "
+              + ("does not" if m["dflash-fixed"].corrupted == 0 else f"corrupts {of('dflash-fixed')}"))
+    return (f"{mask_only}, {fill_only}, {greedy}, and {dflash}. Every response is compared token by token with "
+            "the eager run of the same drafter; with per-request seeds, any difference is the bug's doing.")
+
+
+# -- sentences that restate the code's constants ---------------------------------------------------------
+
+def render_gpu_default() -> str:
+    """Notebook 08: the compiled kernel's default launch, as the code sets it."""
+    from labkit.kernels.gumbel_tuning import GPU_BLOCK_V, GPU_NUM_WARPS, SINGLE_PASS
+
+    passes = "one pass" if SINGLE_PASS else "two passes"
+    return (f"The kit's compiled default is {GPU_NUM_WARPS} warps, {passes}, and blocks of {GPU_BLOCK_V} entries at "
+            "every row count.")
+
+
+def render_block_map() -> str:
+    """docs/VLLM_MAP.md: the block the kit launches on each backend, and when a batch launches in parts."""
+    from labkit.kernels.gumbel_tuning import DEFAULT_BLOCK_V, GPU_BLOCK_V, GPU_NUM_WARPS, MAX_GRID_ROWS
+
+    block = (f"On both backends the block is {GPU_BLOCK_V}" if GPU_BLOCK_V == DEFAULT_BLOCK_V else
+             f"The interpreter's block is {DEFAULT_BLOCK_V} and the compiled kit's {GPU_BLOCK_V}")
+    return (f"CUDA caps a grid's second axis at {MAX_GRID_ROWS}, so a bigger batch launches in parts (`grid_parts` "
+            f"in `labkit/kernels/gumbel_tuning.py`). {block}, as in vLLM, at every row count; compiled, the kit "
+            f"runs it with {GPU_NUM_WARPS} warps and fast-math logs (`launch_config` in "
+            "`labkit/kernels/gumbel_tuning.py`, the logs in `labkit/kernels/fast_math.py`; the ``sweep`` section "
+            "of the record, measured on an H200, is what chose them).")
+
+
+def render_race_notebook(record: dict) -> str:
+    """Notebook 04: the race at the real vocabulary and at the toy one, every run counted."""
+    g, toy, real, blocks = _race_parts(record)
+    all_runs = g.race_runs(record, include_superseded=True)
+    earlier = [r for r in all_runs if r["superseded"] and r["vocab"] == REAL_VOCAB]
+    toy_low = min(r["padded_won"] / r["launches"] for r in all_runs if r["vocab"] != REAL_VOCAB)
+    layout = f" a row is {blocks['num_blocks']} blocks of {blocks['block_v']} (the compiled kernel's block), and" \
+        if blocks else ""
+    mixed = (" inside most blocks the two rows' stores interleave as well."
+             if blocks and blocks["mixed_blocks"] > 0.5 * blocks["launches"] * blocks["num_blocks"] else "")
+    lines = [
+        f"* At a vocabulary of {toy[0]['vocab']} a row is one small block, so one store decides each launch. Which "
+        "row wins changes from launch to launch, and how often changes from run to run: the plot's last row sets "
+        "the current runs beside the ones they replaced, and over every recorded run the padded row won as few "
+        f"as {toy_low:.0%} of the launches. Never count on either row.",
+        f"* At {REAL_VOCAB}{layout} the live row's and the padded row's programs for each block race "
+        f"separately;{mixed} No launch was won by either row: q came out a patchwork, "
+        f"{_pct([r['padded_share'] for r in real])} of it from the padded row in the current runs. In these runs a "
+        "row's blocks are consecutive programs, so the padded row's programs start after the live row's."
+        + (f" The {len(earlier)} runs they replaced (kept under `superseded`, and plotted) took "
+           f"{_pct([r['padded_share'] for r in earlier])} of q from the padded row." if earlier else ""),
+    ]
+    return "\n".join(lines)
+
+
+def render_early_exit(record: dict) -> str:
+    """Notebook 04: early exit in row order (the run the record keeps for it) against this record."""
+    g = _gpu()
+    cited = g.cited_run(record, "kernel", "early exit")
+    then, now = g.early_exit_shares(cited["data"]), g.early_exit_shares(record["kernel"])
+    when = _date(cited.get("provenance") or {})
+    return (f"In plain row order early exit cost {_span(then['early_exit'])} of the masked launch (the run of "
+            f"{when}, which the record keeps for this comparison); with the rows taken from both ends it costs "
+            f"{_span(now['early_exit'])}, beside {_span(now['live_rows_only'])} for the live rows alone (64 to "
+            f"512 rows, V={REAL_VOCAB}, half the rows padded).")
+
+
 def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Callable[[], str]]:
     """``{"gpu:NAME" | "cpu:NAME": render}``, from the given records or the shipped ones."""
     def with_gpu(fn):
@@ -409,9 +505,13 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
 
     return {"gpu:kernel": with_gpu(render_kernel), "gpu:race": with_gpu(render_race),
             "gpu:race-mechanics": with_gpu(render_race_mechanics), "gpu:fix-cost": with_gpu(render_fix_cost),
-            "gpu:race-guide": with_gpu(render_race_guide), "cpu:repro": with_cpu(render_repro),
-            "cpu:make-test": with_cpu(render_make_test),
-            "cpu:downloads": lambda: render_downloads(downloads_record())}
+            "gpu:race-guide": with_gpu(render_race_guide), "gpu:race-notebook": with_gpu(render_race_notebook),
+            "gpu:early-exit": with_gpu(render_early_exit),
+            "cpu:repro": with_cpu(render_repro), "cpu:make-test": with_cpu(render_make_test),
+            "cpu:downloads": lambda: render_downloads(downloads_record()),
+            "run:ablations": lambda: wrap(render_ablations(ablation_run())),
+            "const:gpu-default": lambda: wrap(render_gpu_default()),
+            "const:block-map": lambda: wrap(render_block_map())}
 
 
 def all_renderers() -> dict[str, Callable[[], str]]:

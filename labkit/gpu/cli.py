@@ -18,16 +18,11 @@ import time
 import traceback
 from pathlib import Path
 
-from labkit.gpu.records import (
-    RECORD_NAME,
-    add_command,
-    command_line,
-    provenance,
-    read_record,
-    section_stamp,
-    write_record,
-)
+from labkit.gpu.records import RECORD_NAME, command_line, provenance
 from labkit.gpu.sections import SECTIONS, Section
+from labkit.records import add_command, section_stamp
+from labkit.records import read as read_record
+from labkit.records import write as write_record
 
 PROG = "python -m labkit.gpu"
 

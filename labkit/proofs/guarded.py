@@ -23,6 +23,12 @@ import numpy as np
 import torch
 
 GUARD_ROWS = 2  # guard rows before and after each slot-indexed buffer
+# What a launch's buffers hold before it runs: a slot of q nobody stores keeps Q_UNTOUCHED, q's guard rows
+# GUARD_Q; temperature's and the seeds' guard rows one of GUARD_SETS per launch. A padded row that reads
+# them samples pure noise under the first (temperature 1e30) and the plain argmax under the second.
+Q_UNTOUCHED = 7.0
+GUARD_Q = -12345.0
+GUARD_SETS = ((1e30, 918273645), (1e-30, 51))
 
 
 @dataclass

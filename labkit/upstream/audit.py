@@ -35,8 +35,16 @@ import torch
 from labkit import backends
 from labkit.bench.scenario import MECHANICS_BATCH
 from labkit.proofs.audit import DEFAULT_POISONS, Buffer, audit_step
-from labkit.proofs.guarded import Access, Guarded, WildAccess, recording, wild_access_in
-from labkit.workshop.harness.launches import GUARD_Q, GUARD_SETS, Q_UNTOUCHED
+from labkit.proofs.guarded import (
+    GUARD_Q,
+    GUARD_SETS,
+    Q_UNTOUCHED,
+    Access,
+    Guarded,
+    WildAccess,
+    recording,
+    wild_access_in,
+)
 
 M = 8  # request-state slots (max_num_reqs)
 K = 2  # draft steps: columns of q

@@ -9,7 +9,7 @@
     verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
     case_lines(section) -> list[str]  per release, what the padded row holding -1 touched
     renderers() / DOC                 the ``<!-- upstream:verdicts -->`` block of docs/VLLM_MAP.md,
-                                      rendered from the records (``--docs`` rewrites it)
+                                      rendered from the records (``make refresh`` rewrites it)
 
 On the GPU box the same function runs compiled, as a section of ``python -m labkit.gpu``
 (:mod:`labkit.gpu.sections`), from the extracted files the caller carries (``build/vllm-trees/``
@@ -26,11 +26,11 @@ import platform
 import sys
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 from labkit.upstream.fetch import TREES, cached
 from labkit.upstream.releases import RELEASES
 
-CPU_RECORD = paths.DATA / "cpu" / "upstream_audit.json"
+CPU_RECORD = records.CPU_UPSTREAM
 TREES_ENV = "LABKIT_VLLM_TREES"
 
 
@@ -116,7 +116,7 @@ def case_lines(section: dict) -> list[str]:
     return out
 
 
-GPU_RECORD = paths.DATA / "gpu" / "h200.json"
+GPU_RECORD = records.GPU
 DOC = paths.DOCS / "VLLM_MAP.md"
 
 
@@ -149,19 +149,16 @@ def renderers() -> dict:
 
 
 def merge_gpu_run(run_file: Path, into: Path = GPU_RECORD) -> Path:
-    """Put the ``upstream_audit`` section of a GPU run's record into the kit's GPU record, keeping any
-    earlier one under ``superseded`` (labkit.gpu.records.merge_sections)."""
-    from labkit.gpu.records import merge_sections, read_record, write_record
-
-    new = read_record(run_file)
+    """Put the ``upstream_audit`` section of a GPU run's record into the kit's GPU record
+    (:func:`labkit.records.merge_run`), once it holds every pinned release."""
+    new = records.read(run_file)
     section = new.get("upstream_audit")
     if not isinstance(section, dict) or "error" in section:
         raise SystemExit(f"{run_file} has no usable upstream_audit section: {section!r:.300}")
     failed = [v for v, entry in section.get("releases", {}).items() if "error" in entry]
     if failed:
         raise SystemExit(f"{run_file}: the run found no files for {', '.join(failed)} (carry build/vllm-trees/)")
-    base = read_record(into)
-    write_record(into, merge_sections(base, new, ["upstream_audit"], "audit-vllm run again"))
+    records.merge_run(run_file, into, ["upstream_audit"], "audit-vllm run again")
     return into
 
 
@@ -174,16 +171,12 @@ def main(argv=None) -> int:
                         f"${TREES_ENV} or build/vllm-trees)")
     parser.add_argument("--merge-gpu", metavar="FILE", default=None,
                         help="a GPU run's gpu_benchmarks.json to merge into labkit/data/gpu/h200.json")
-    parser.add_argument("--docs", action="store_true", help="only render the verdicts into docs/VLLM_MAP.md")
     args = parser.parse_args(argv)
-    from labkit.docgen import blocks
-
     if args.merge_gpu:
         print(f"merged the upstream_audit section into {merge_gpu_run(Path(args.merge_gpu))}")
-    elif not args.docs:
+    else:
         print(write_cpu_record(trees=Path(args.trees) if args.trees else None))
-    blocks.write_into(DOC, renderers())
-    print(f"rendered the verdicts into {DOC}")
+    print("now render what reads it (docs/VLLM_MAP.md, notebook 06): make refresh")
     return 0
 
 

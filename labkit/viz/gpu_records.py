@@ -7,7 +7,7 @@ the kit draws GPU results on any machine, the CPU included.
     record_paths(data_dir)     -> list[Path]    recorded files, oldest first
     load_record(path)          -> dict | None   one record (default: the newest); None if none
     caption(record)            -> str           "NVIDIA H200 · driver ... · 2026-11-29": where and when
-    section_provenance(record, name) -> dict    one section's own date, machine, versions, command
+    section_provenance(record, name) -> dict    one section's own date, versions, command, commit
     section_caption(record, *names)  -> str     caption() per section: each panel's own provenance
     kernel_table(record)       -> list[dict]    per (rows, vocab): times, GB/s, share of copy
     headline(record)           -> dict          the figures the kit claims, computed from the record
@@ -71,14 +71,13 @@ def section_provenance(record: dict, section: str) -> dict:
 
 
 def _stamp_line(stamp: dict) -> str:
-    machine = f" ({stamp['machine'].replace('lent nvidia-h200 ', '')})" if stamp.get("machine") else ""
-    return (f"{stamp.get('device')}{machine} · driver {stamp.get('driver')} · CUDA {stamp.get('cuda')} · "
+    return (f"{stamp.get('device')} · driver {stamp.get('driver')} · CUDA {stamp.get('cuda')} · "
             f"torch {stamp.get('torch')} · triton {stamp.get('triton')} · {str(stamp.get('date', ''))[:10]}")
 
 
 def section_caption(record: dict | None, *sections: str) -> str:
     """Provenance lines for the sections a figure draws from, one per distinct run:
-    ``"kernel, torch_natural: NVIDIA H200 (machine 3) · driver ... · 2026-12-01"``."""
+    ``"kernel, torch_natural: NVIDIA H200 · driver ... · 2026-12-01"``."""
     if not record:
         return "no GPU record"
     if record.get("provenance", {}).get("cpu_measured") or not sections:
@@ -127,6 +126,15 @@ def kernel_table(record: dict, section: dict | None = None) -> list[dict]:
         for row in rows:
             row["share_of_peak_copy"] = row["masked_gbs"] / peak
     return rows
+
+
+def cited_run(record: dict, section: str, words: str) -> dict:
+    """The earlier run of `section` that the record keeps because a doc cites it: the superseded entry
+    whose ``cited_by`` mentions `words` (labkit.records keeps such entries through every merge)."""
+    for old in superseded(record, section):
+        if words in old.get("cited_by", ""):
+            return old
+    raise LabkitInputError(f"the record keeps no earlier run of {section!r} cited for {words!r}")
 
 
 def superseded(record: dict, section: str) -> list[dict]:

@@ -71,10 +71,9 @@ def _draw_launch_shares(ax, entry: dict) -> None:
 
 
 def _run_label(run: dict) -> str:
-    machine = run["provenance"].get("machine", "").replace("lent nvidia-h200 ", "")
     when = str(run["provenance"].get("date", ""))[:10]
     return (f"V={run['vocab']}, run {run['run']}{' (graph)' if run['graph'] else ''}\n{when}"
-            f"{', ' + machine if machine else ''}{chr(10) + 'superseded' if run.get('superseded') else ''}")
+            f"{chr(10) + 'superseded' if run.get('superseded') else ''}")
 
 
 def _draw_runs(ax, runs: list[dict]) -> None:

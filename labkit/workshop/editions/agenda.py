@@ -14,8 +14,8 @@ bench-cpu ARGS="--only notebooks --record"``) is charged to the first activity t
 over-counts a notebook run in parts. The three-hour agenda holds everything; the two-hour agenda is
 that one with the activities of :data:`TWO_HOUR_CUT` dropped, and says what they were. The rendered
 tables live in the instructor guide between ``<!-- agenda:NAME -->`` markers (:mod:`labkit.docgen.blocks`);
-``python -m labkit agenda --write`` renders them again, and a test fails when the guide and the
-rendering disagree, or when an agenda leaves less than :data:`MIN_SLACK_MIN` minutes of slack.
+``make refresh`` or ``python -m labkit agenda --write`` renders them again, and a test fails when the guide
+and the rendering disagree, or when an agenda leaves less than :data:`MIN_SLACK_MIN` minutes of slack.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from importlib import resources
 from pathlib import Path
 
 from labkit import paths
-from labkit.docgen import blocks
 from labkit.workshop.exercises import record as exercise_record
 
 RECORD = "data/cpu/notebook_times.json"
@@ -246,24 +245,10 @@ KIND = "agenda"
 BLOCKS = ("times", "minimums", *AGENDAS)
 
 
-def markers(name: str) -> tuple[str, str]:
-    return blocks.markers(f"{KIND}:{name}")
-
-
-def rendered_in(text: str, name: str) -> str | None:
-    """The block `name` as it stands in a document between its markers (None if it has none)."""
-    return blocks.rendered_in(text, f"{KIND}:{name}")
-
-
 def renderers(record: dict | None = None) -> dict:
-    """``{"agenda:NAME": render}`` for every block, from `record` (default: the shipped one)."""
+    """``{"agenda:NAME": render}`` for every block, from `record` (default: the shipped one); the guide
+    holds them between markers (:mod:`labkit.docgen.blocks` writes them)."""
     def block(name):
         return lambda: render(name, record if record is not None else load_times())
 
     return {f"{KIND}:{name}": block(name) for name in BLOCKS}
-
-
-def write_into(path: str | Path, record: dict) -> list[str]:
-    """Render every block into the document at `path` between its markers; returns the names written."""
-    written = blocks.write_into(path, renderers(record))
-    return [key.split(":", 1)[1] for key in written]

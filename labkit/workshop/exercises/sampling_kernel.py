@@ -27,7 +27,7 @@ import inspect
 
 import torch
 
-from labkit.proofs.guarded import wild_access_in
+from labkit.proofs.guarded import Q_UNTOUCHED, wild_access_in
 from labkit.workshop.exercises import record
 from labkit.workshop.exercises.reveal import keeps_answer, learner_names
 from labkit.workshop.feedback import (
@@ -43,7 +43,6 @@ from labkit.workshop.feedback import (
 from labkit.workshop.harness.launches import (
     BLOCK_V,
     CASE_MAPPINGS,
-    Q_UNTOUCHED,
     TOKEN_UNSET,
     KernelCase,
     LaunchOutcome,

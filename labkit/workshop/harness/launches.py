@@ -27,20 +27,25 @@ from labkit.kernels.gumbel import gumbel_sample_torch
 from labkit.kernels.noise import SALT_DRAFT
 from labkit.kernels.sampling_state import SamplingState
 from labkit.models import one_thread_on_cpu
-from labkit.proofs.guarded import GUARD_ROWS, Access, AccessLog, Guarded, GuardedTensor, recording
+from labkit.proofs.guarded import (
+    GUARD_Q,
+    GUARD_ROWS,
+    GUARD_SETS,
+    Q_UNTOUCHED,
+    Access,
+    AccessLog,
+    Guarded,
+    GuardedTensor,
+    recording,
+)
 
 M = 8  # slots (max_num_reqs)
 V = 31  # the toy vocabulary
 BLOCK_V = 32
-Q_UNTOUCHED = 7.0  # q before the launch: a slot nobody stores keeps it
-GUARD_Q = -12345.0
 TOKEN_UNSET = -7
 
 # The row -> slot mapping of each launch; slot 0 is live, so a `slot > 0` test shows up.
 CASE_MAPPINGS = ((0, 1, 2, 4, 5, 6, 7, -1), (6, 0, -1, -1), (3, 7, 1, 0))
-# Guard contents of the two launches a compiled kernel gets. A padded row that reads them samples
-# pure noise under the first (temperature 1e30) and the plain argmax under the second.
-GUARD_SETS = ((1e30, 918273645), (1e-30, 51))
 
 
 @dataclass
