@@ -93,8 +93,8 @@ def test_a_bad_backend_in_the_environment_fails_the_import_with_one_line_of_mess
 
 
 def test_a_machine_without_cuda_says_so_before_how_the_kernels_were_defined(monkeypatch):
-    # Issue 30 point 5: under LABKIT_BACKEND=interpreter, asking for compiled kernels on a CPU machine
-    # must name what the machine lacks, not the import-time choice (which would not help there).
+    # Under LABKIT_BACKEND=interpreter, asking for compiled kernels on a CPU machine must name what the
+    # machine lacks, not the import-time choice (which would not help there).
     monkeypatch.setattr(backends, "HAS_CUDA", False)
     for triton_installed in (True, False):
         monkeypatch.setattr(backends, "HAS_TRITON", triton_installed)
@@ -111,9 +111,9 @@ def test_a_machine_without_cuda_says_so_before_how_the_kernels_were_defined(monk
 @pytest.mark.parametrize("chosen,in_kernels", [("triton", None), ("torch", None), ("Interpreter", None),
                                                (None, None), ("cuda", "cuda")])
 def test_notebook_kernels_under_nbval_see_no_gpu_and_run_the_cpus_default_backend(monkeypatch, chosen, in_kernels):
-    # Issue 30 point 5: LABKIT_BACKEND=triton on a GPU box failed every notebook cell under nbval,
-    # whose kernels do not see the GPU, and under torch notebook 06's checked comparison of the Triton
-    # kernels with torch had nothing to compare. notebooks/conftest.py sets what those kernels inherit:
+    # nbval's kernels do not see the GPU, so LABKIT_BACKEND=triton would fail every cell there, and
+    # under torch notebook 06's checked comparison of the Triton kernels with torch has nothing to
+    # compare. notebooks/conftest.py sets what those kernels inherit:
     # the CPU's default, which the committed outputs come from; a bad value is left to fail the import.
     import runpy
     from pathlib import Path

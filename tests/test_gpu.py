@@ -688,7 +688,7 @@ def test_every_capture_size_is_a_real_cuda_graph_and_the_buggy_run_collides(capt
 @pytest.mark.parametrize("drafter", ["autoregressive", "dflash"])
 @pytest.mark.parametrize("use_graphs", [False, True])
 def test_a_checked_draft_step_from_host_inputs_never_synchronises_with_the_gpu(drafter, use_graphs, gpu_models):
-    """Issue 17, point 3: with the checks on, a draft step whose inputs come from the host (as the
+    """With the checks on, a draft step whose inputs come from the host (as the
     engine hands them over) checks them on the host and launches everything without waiting for
     the GPU. torch's sync debug mode turns any synchronising call inside the step into an error."""
     from labkit.bench.scenario import propose_inputs

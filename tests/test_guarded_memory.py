@@ -1,4 +1,4 @@
-"""Padded rows read and write nothing outside the buffers: guarded and fenced buffers (issue 11).
+"""Padded rows read and write nothing outside the buffers: guarded and fenced buffers.
 
 A padded row holds slot -1 (or any negative slot). The fixed kernel must neither store its q nor
 load its temperature or seed: ``temperature[-1]`` is the memory just before the buffer.

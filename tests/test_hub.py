@@ -3,8 +3,8 @@
 Real JupyterHub, real configurable-http-proxy (Node's where Node is, as in CI), real system users,
 real HTTP and the kernels' websockets (labkit.classroom.client). Each learner logs in through the login
 form, starts their server, and runs notebook 00's cells from their own student edition in their
-own kernel, one of them after allocating past the room's memory limit (point 3 of issue 31);
-then the isolation of point 2 is checked against the running hub, and the room is closed with
+own kernel, one of them after allocating past the room's memory limit; then the learners'
+isolation from each other is checked against the running hub, and the room is closed with
 Ctrl-C (SIGINT) as an instructor would.
 
 Teardown even on failure: the room fixture's finalizer stops the hub process and then removes,

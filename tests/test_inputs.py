@@ -1,5 +1,5 @@
 """Every public entry point answers right for any stride it accepts, or refuses with a LabkitInputError
-that names the argument and what it must be (issue 11): kernels, speculator, engine."""
+that names the argument and what it must be: kernels, speculator, engine."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_gumbel_sample_refuses_values_it_cannot_sample_from(backend, change, mat
 @pytest.mark.parametrize("poison", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize("early_exit", [False, True], ids=["", "early_exit"])
 def test_padded_rows_may_hold_nan_or_inf_and_change_no_live_row(backend, poison, early_exit):
-    """Issue 17, point 4: a padded row's logits (slot -1) are neither refused nor able to change any
+    """A padded row's logits (slot -1) are neither refused nor able to change any
     live row's token or q, whatever they hold; a NaN in a live row is still refused (above)."""
     logits, mapping, temperature, seeds, positions = launch_case(11, 6, V, M, padded=2)
     live = 4

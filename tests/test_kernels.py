@@ -249,7 +249,7 @@ def test_no_input_makes_the_kernel_return_a_token_outside_the_vocabulary(case):
 @pytest.mark.parametrize("vocab,block_v", [(37, 16), (1000, 64), (2049, 1024)])
 @pytest.mark.parametrize("early_exit", [False, True])
 def test_the_single_pass_picks_the_two_passes_token_ties_included_launch_after_launch(vocab, block_v, early_exit):
-    """Issue 17, point 1: each program leaves its block's best as one packed word and a small launch
+    """Each program leaves its block's best as one packed word and a small launch
     reduces each row's words: the same token as the reduction in torch, ties (the first index of the
     maximum) and +inf/NaN included, launch after launch; with early exit too (a skipped program packs
     a -inf partial). Rows 0-2 hold the ties, row 3 is a sampled live row, rows 4-5 are padding."""

@@ -191,7 +191,7 @@ def test_make_test_runs_the_linter_first_and_every_stage():
 
 
 def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too():
-    # Issue 30 point 5: the unit stage runs with LABKIT_BACKEND unset; these run again with it set.
+    # The unit stage runs with LABKIT_BACKEND unset; these run again with it set.
     recipe = _make_dry_run("test-unit-backend")
     if sys.platform.startswith("linux"):
         assert "LABKIT_BACKEND=interpreter" in recipe and "tests/test_backends.py tests/test_cli.py" in recipe
@@ -204,7 +204,7 @@ def test_ci_runs_the_backend_choices_tests_under_a_value_of_labkit_backend_too()
 
 
 def test_the_makefiles_comments_state_no_timings_of_their_own():
-    # Issue 32: measured times live in records (README's make-test block); a comment's "about 20 s"
+    # Measured times live in records (the make-test block); a comment's "about 20 s"
     # goes stale unseen. Targets ("< 10 s") are not measurements.
     comments = [line for line in MAKEFILE.splitlines() if line.lstrip().startswith("#")]
     timed = [line for line in comments

@@ -221,7 +221,7 @@ def test_the_learners_moving_parts_marks_the_bug_without_its_fix():
     assert [token for token in SPOILERS if token.casefold() in _texts(moving_parts(show_fix=True)).casefold()]
     red = " ".join(t.get_text() for t in drawn_texts(fig) if to_hex(t.get_color()) == to_hex(BAD_COLOR))
     # idx_mapping's padded entries, the store, DFlash's padded sample rows (marked, not answered: which
-    # request their pad hurts is the question of exercise (c), issue 29)
+    # request their pad hurts is the question of exercise (c))
     for place in ("stale", "padded row 7", "padded sample rows"):
         assert place in red
     assert "slot 0" not in red

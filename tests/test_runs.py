@@ -73,7 +73,7 @@ def test_the_timeline_shows_the_stale_row_before_the_fix_and_none_after():
     assert before.launches[1].mapping[7] == 7 and after.launches[1].mapping[7] == -1
 
 
-# -- issue 17, point 5: every cache keyed by what it depends on --------------------------------------
+# -- every cache keyed by what it depends on ----------------------------------------------------------
 
 def _fake_run(calls):
     from labkit.bench.runs import RecordedRun

@@ -235,7 +235,7 @@ def test_fill_without_mask_is_refused_on_the_host_before_any_launch(models, cls)
 @pytest.mark.parametrize("cls", [Speculator, DFlashSpeculator])
 @pytest.mark.parametrize("use_graphs", [False, True])
 def test_drafting_reads_no_value_back_inside_the_k_launches(models, monkeypatch, cls, use_graphs):
-    """Issue 17, point 3: the inputs are checked once per step where they enter (copy-in), the weights
+    """The inputs are checked once per step where they enter (copy-in), the weights
     once when the speculator is built; none of the k sampling launches checks values, and nothing
     is checked after drafting (on a GPU each would be a host sync). tests/test_gpu.py runs the same
     step on a GPU with synchronisation turned into an error."""

@@ -141,7 +141,7 @@ def test_audit_passes_on_the_fixed_modes(models, torch_threads, mode):
 
 @pytest.mark.parametrize("batch", [[3], [0], [5, 2, 7]], ids=str)
 def test_dflash_fixed_passes_when_capture_sizes_leave_out_1(models, torch_threads, batch):
-    # Issue 10's knock-on: a single request runs as a graph of 2 rows (4 sample rows), and its own
+    # Without capture size 1, a single request runs as a graph of 2 rows (4 sample rows), and its own
     # sample rows 0 and 1 must give the same q as the eager run of 1 row.
     report = audit_speculator("dflash-fixed", batch, models=models, capture_sizes=NO_SIZE_1)
     assert report.padded_rows > report.live_rows
@@ -164,7 +164,7 @@ def test_dflash_pad_0_names_the_padded_sample_rows_not_the_owners_own(models):
 
 class RowCountDependentDraft(torch.nn.Module):
     """The toy draft model with every logit shifted by 1e-3 x the batch's row count: a model that
-    is not batch-invariant, as the toy model was at 2 threads before issue 10's fix."""
+    is not batch-invariant, as a linear layer whose reduction order depends on the batch is."""
 
     def __init__(self, inner):
         super().__init__()

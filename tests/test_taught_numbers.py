@@ -294,7 +294,7 @@ def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):
 
 
 def test_readme_renders_a_make_test_record_of_a_commit_that_is_an_ancestor_of_head():
-    # Issue 32 point 1: the README's `make test` times must be of code this tree descends from. The record
+    # The rendered `make test` times must be of code this tree descends from. The record
     # is committed after the run, so the commit it names is HEAD's ancestor (or HEAD, when measured by hand).
     from checkout import git, no_git_reason
 

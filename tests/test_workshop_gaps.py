@@ -1,5 +1,5 @@
-"""The checkers' gaps closed (issue 29, point 6): wrong answers that slipped through, and messages that
-named a cause the learner's code did not have. Right answers stay accepted (the other workshop tests).
+"""Wrong answers that look almost right, each rejected, and messages that name the cause the learner's
+code has. Right answers stay accepted (the other workshop tests).
 """
 
 from __future__ import annotations

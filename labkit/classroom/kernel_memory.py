@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
         record[entry["build"]] = entry
         RECORD.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
-        if os.environ.get("OUT"):  # a lent GPU box: what is under $OUT comes back
+        if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
             shutil.copy(RECORD, Path(os.environ["OUT"]) / RECORD.name)
         print(f"wrote {RECORD.relative_to(ROOT)}")
     return 0

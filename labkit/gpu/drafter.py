@@ -103,7 +103,7 @@ def bench_e2e(repeats: int = 5, modes=("eager", "graph-fixed", "graph-buggy"), l
     return out
 
 
-# -- issue 17, point 3: what the checks cost an eager draft step ---------------------------------------
+# -- what the input checks cost an eager draft step ------------------------------------------------------
 
 DRAFT_CHECK_TARGET = 1.1  # checks on / checks off, at most (printed beside the figures, not asserted)
 

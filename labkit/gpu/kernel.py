@@ -13,7 +13,7 @@ q for every live row. The device-to-device copy of the same number of bytes is m
 run, beside it: torch's device-to-device copy, and a Triton kernel that only copies, launched on the
 sampling kernel's grid with its block size and warps (what the kernel's structure alone allows), and
 that copy once more with its programs in vLLM's order (block 0 of every row first). Each size prints
-the kernel alone and the whole call as fractions of the first two, beside issue 17's targets
+the kernel alone and the whole call as fractions of the first two, beside the kit's targets
 (:data:`labkit.gpu.summary.TARGETS`); no test asserts them: timings belong to the machine they were taken on.
 """
 

@@ -39,8 +39,6 @@ from labkit.kernels.sampling_state import SamplingState
 
 PEER_SHAPES = ((64, 128256), (64, 151936), (256, 128256), (256, 151936), (512, 128256), (512, 151936))
 VLLM_ENV = "LABKIT_VLLM"
-PEERS = ("kit_q", "kit_no_q", "vllm_q", "vllm_no_q", "flashinfer")
-REFERENCES = ("read_only", "copy")
 
 
 @triton.jit

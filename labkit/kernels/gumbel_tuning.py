@@ -32,9 +32,7 @@ MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (po
 # SM. The ``sweep`` section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep: every
 # block size and warp count, the whole call in one and in two passes, at 64-512 rows) is what chose
 # them; notebook 08 prints this default beside the fastest configuration per shape, and the
-# ``kernel`` section times it at every size. (Until the kernel took its row from the grid's second
-# axis instead of dividing its program id, blocks of 2048 were as fast or faster from 256 rows, and
-# the default switched to them there: the runs under ``superseded``.)
+# ``kernel`` section times it at every size.
 GPU_BLOCK_V = 1024
 GPU_NUM_WARPS = 2
 # CUDA caps a grid's second axis, the kernel's rows, at 65535: bigger batches launch in parts.
@@ -45,7 +43,7 @@ GPU_FAST_MATH = 2
 # The reduction over a row's blocks, compiled: in Triton (True: one packed word per program, then one
 # small launch for the tokens), or after the kernel in torch (False: an argmax and a gather over the
 # partials). The same tokens either way. In the ``kernel`` section of the record (single_pass_call
-# against two_pass_call) the single pass is the faster whole call at every size issue 17 targets. The
+# against two_pass_call) the single pass is the faster whole call at every recorded size. The
 # interpreter keeps two passes: the lesson's partials, readable in torch.
 SINGLE_PASS = True
 # The single pass's read-out kernel with programmatic dependent launch, where the GPU has it
@@ -190,11 +188,10 @@ def block_argmax(scores, offs, in_vocab, is_tail):
 
 # The single pass: every program leaves its block's (max, first index) as one packed 64-bit word, and
 # one small launch reduces each row's words to its token -- one pass over the partials, in Triton,
-# where the two-pass reduction makes two in torch (an argmax, then a gather). Issue 17 tried two ways
-# without the second launch on the H200, each slower for the whole call: an atomic max per program
-# into its row's word (all of a row's atomics queue at one address once a row's blocks run side by
-# side, and the words must be emptied between launches), and the row's last program reducing (the
-# counter's atomic, relaxed or acquire/release, keeps every program waiting). On a GPU that has
+# where the two-pass reduction makes two in torch (an argmax, then a gather). The second launch stays:
+# without it, a row's programs would have to meet at one address (an atomic max into the row's word,
+# or the row's last program reducing behind a counter), where all of a row's blocks, running side by
+# side, queue. On a GPU that has
 # programmatic dependent launch (compute capability 9.0 and up) the read-out launch starts while the
 # sampling kernel runs and waits for it on the device, which hides the second launch's latency; the
 # ``kernel`` section of labkit/data/gpu/h200.json times the whole call (single_pass_call,

@@ -40,7 +40,6 @@ from labkit.proofs.stats import ChiSquare, chi_square, expected_tv, loglog_slope
 
 DEFAULT_CONTEXT = "the kind baker lives in the "
 DEFAULT_N = 16384
-DEFAULT_NS = (256, 1024, 4096, 16384)
 SEED_BASE = 20_250_000  # request i of a run has seed SEED_BASE + i
 OTHER_SEED_BASE = 90_000_000  # the requests that finish before the batch shrinks
 

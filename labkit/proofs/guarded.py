@@ -96,10 +96,6 @@ class AccessLog:
         if access not in self.out_of_bounds:
             self.out_of_bounds.append(access)
 
-    def rows_that(self, kind: str, buffer: str) -> list[int]:
-        return sorted({a.row for a in self.out_of_bounds if a.kind == kind and a.buffer == buffer
-                       and a.row is not None})
-
 
 class _AddressMap:
     """Which buffer (and which row of it) a byte address belongs to."""

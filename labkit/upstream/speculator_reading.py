@@ -175,10 +175,6 @@ class SpeculatorReading:
     copies: list[CopyFunction]
 
     @property
-    def has_speculator(self) -> bool:
-        return bool(self.copies)
-
-    @property
     def fills_padded_rows(self) -> bool | None:
         """True if every function that copies live slots also fills the padded rows with -1."""
         return all(c.fills_padded_rows for c in self.copies) if self.copies else None

@@ -26,7 +26,6 @@ from labkit.viz.style import BAD_COLOR, CAPTION_COLOR, CAPTION_GID, CAPTION_SIZE
 
 MASKED, UNMASKED, COPY, TORCH, COMPILED = "#3182bd", "#9ecae1", "#636363", "#e6550d", "#fdae6b"
 GRAPH, EAGER, KIT_EAGER, EARLY = "#08306b", "#8c6d31", "#c7b07a", "#756bb1"
-VOCAB_STYLE = {32000: ":", 128256: "--", 151936: "-"}
 # Each vocabulary its own colour and marker (none of them red or green: those mean corrupted and right).
 VOCAB_LOOK = {151936: ("#3182bd", "o"), 128256: ("#756bb1", "s"), 32000: ("#8c6d31", "^")}
 US = "\u00b5s"  # microseconds
