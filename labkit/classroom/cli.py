@@ -16,13 +16,12 @@ VALUES_FILE = DEPLOY / "z2jh-values.yaml"
 TIME_SLICING_FILE = DEPLOY / "nvidia-time-slicing.yaml"
 
 
-def add_parser(sub) -> None:
+def add_arguments(hub) -> None:
     from labkit.classroom import room
 
-    hub = sub.add_parser("hub", help="a JupyterHub for a room on one server (instructor; as root)",
-                         description="A JupyterHub for a room on this server: one system user, one JupyterLab and "
-                                     "one fresh student edition per learner, opened on notebook 00. "
-                                     "docs/INSTRUCTOR_GUIDE.md, 'One shared server', says more.")
+    hub.description = ("A JupyterHub for a room on this server: one system user, one JupyterLab and one fresh "
+                       "student edition per learner, opened on notebook 00. docs/INSTRUCTOR_GUIDE.md, 'One shared "
+                       "server', says more.")
     verbs = hub.add_subparsers(dest="hub_command", required=True)
     start = verbs.add_parser("start", help="create the learners, start the hub, print the logins; Ctrl-C closes it")
     start.add_argument("--learners", default="30", help=f"learners in the room, 1 to {room.MAX_LEARNERS} (default 30)")
