@@ -19,14 +19,14 @@ TRITON_NEXT_DIR := $(VENV)/triton-$(TRITON_NEXT)
 BROWSER_SKIP := $(if $(filter 1,$(LABKIT_REQUIRE_BROWSER)),,--allow-skip)
 # Extra arguments for `make repro`, `make bench-cpu`, e.g. make repro ARGS="--modes all".
 ARGS ?=
-# Where the set-up takes torch from (scripts/start_lab.py --pip-source decides; README says more):
+# Where the set-up takes torch from (python -m labkit setup pip-source decides; README says more):
 # TORCH=cpu, the default, takes the CPU build on Linux from PyTorch's CPU index (PyPI's Linux torch
 # is the CUDA build, several GB), adding that index only where pip cannot already find the pinned
 # CPU build on disk; TORCH=cuda takes PyPI's torch. WHEELHOUSE=DIR installs from DIR alone, with
 # no index at all (a room without a good network: `make wheelhouse` fills DIR beforehand).
 TORCH ?= cpu
 WHEELHOUSE ?=
-PIP_SOURCE := $(BIN)/python scripts/start_lab.py --pip-source --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)"
+PIP_SOURCE := $(BIN)/python -m labkit setup pip-source --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)"
 # The room stage of `make test` downloads a fresh wheelhouse here and builds binder/'s environment
 # from it, offline; LABKIT_ROOM_PYTHON is the interpreter it makes that environment with.
 ROOM_WHEELHOUSE := build/room-wheelhouse
@@ -88,19 +88,20 @@ $(BIN)/python:
 # on each machine, with no network: make lab WHEELHOUSE=wheelhouse. Prints what it fetched.
 # RECORD=1 also writes the sizes into labkit/data/cpu/downloads.json (README's download table).
 wheelhouse: | $(BIN)/python
-	@$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
+	@$(BIN)/python -m labkit setup wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
 		$(if $(filter 1,$(RECORD)),--record)
 
 # Which notebooks `make lab` opens: EDITION=student (the default: a learner's folder, student/,
 # built where missing; a learner's own copies are kept) or EDITION=instructor (notebooks/, solved).
-# scripts/start_lab.py checks the value and the port (LAB_PORT) before anything starts.
+# python -m labkit lab checks the value and the port (LAB_PORT) before anything starts.
 EDITION ?= student
 lab: lab-check $(STAMP)
-	$(BIN)/python scripts/start_lab.py --edition "$(EDITION)" $(ARGS)
+	$(BIN)/python -m labkit lab --edition "$(EDITION)" $(ARGS)
 
-# Before the set-up: a bad EDITION or port is one line at once, not after minutes of installing.
+# Before the set-up: a bad EDITION or port is one line at once, not after minutes of installing (the
+# machine's Python runs it: `python -m labkit lab --check-only` needs only the standard library).
 lab-check:
-	@$(PYTHON) scripts/start_lab.py --check-only --edition "$(EDITION)" $(ARGS)
+	@$(PYTHON) -m labkit lab --check-only --edition "$(EDITION)" $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line gives the whole wall
 # time. Two stages run beside others (-begin, -end), each where a core would otherwise sit idle: the
@@ -161,7 +162,7 @@ test-notebooks: $(STAMP)
 # the exercise checkers of 07 in it (tests/test_room_setup.py). One process: it is mostly pip.
 # (No $(MAKE) in the recipe: `make -n` would run that line, and the tests dry-run this target.)
 ROOM_STAGE = sh -c 'rm -rf $(ROOM_WHEELHOUSE) && \
-	$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
+	$(BIN)/python -m labkit setup wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
 	LABKIT_ROOM_WHEELHOUSE=$(ROOM_WHEELHOUSE) LABKIT_ROOM_PYTHON=$(PYTHON) \
 	$(BIN)/python -m pytest -q -s -p no:xdist -p no:cacheprovider tests/test_room_setup.py'
 test-room: $(STAMP)

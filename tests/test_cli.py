@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from labkit import backends
+from labkit import backends, paths
 from labkit.__main__ import main, missing_dependency_message
 from labkit.bench.repro import LEGEND
 
@@ -167,3 +167,23 @@ def test_a_source_tree_that_was_never_installed_still_names_the_extra(monkeypatc
 
     monkeypatch.setattr(importlib.metadata, "requires", not_installed)
     assert "pip install 'labkit[test]'" in missing_dependency_message("x", ModuleNotFoundError("x", name="nbclient"))
+
+
+def test_lab_check_and_the_pip_source_question_run_on_a_python_without_torch(tmp_path):
+    # The Makefile asks both with the machine's Python, before the venv (and torch) exists.
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
+    env["PYTHONPATH"] = str(stub)
+
+    def labkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, env=env,
+                              cwd=paths.REPO, timeout=300)
+
+    for args in (["lab", "--check-only", "--edition", "student"], ["setup", "pip-source"], ["--help"]):
+        out = labkit(*args)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr)
+    # The stub hides torch indeed: a command that runs kernels says what is missing, in one line.
+    line = _one_line_error(labkit("info"), "info")
+    assert "'torch'" in line and "pip install torch" in line
