@@ -239,14 +239,14 @@ figures: $(STAMP)
 # printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone, with
 # the browser stage required as in CI (LABKIT_REQUIRE_BROWSER=1).
 bench-cpu: $(STAMP)
-	$(BIN)/python scripts/bench_cpu.py $(ARGS)
+	$(BIN)/python -m labkit bench-cpu $(ARGS)
 
 # Each part of the fix broken on purpose in a copy of the tree; every mutant must fail a behavioural
-# test (scripts/mutation_check.py lists them). Slow (a copy of the tree and its kernel or host tests
+# test (python -m labkit mutants --list lists them). Slow (a copy of the tree and its kernel or host tests
 # per mutant), so not part of `make test`, whose unit stage checks that every mutant still applies
 # (tests/test_mutants.py).
 mutants: $(STAMP)
-	$(BIN)/python scripts/mutation_check.py $(ARGS)
+	$(BIN)/python -m labkit mutants $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse build/hub-runtime build/hub-proxy

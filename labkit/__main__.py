@@ -294,6 +294,13 @@ COMMANDS = {
     "setup": Command("the set-up: pip's source, a wheelhouse, lab defaults", "labkit.tools.setup", kernels=False),
     "docs": Command("the docs' blocks against their records; --write renders",
                     add_arguments=_docs_arguments, run=_docs),
+    "bench-cpu": Command("time the kit on a CPU against its targets (make bench-cpu)", "labkit.tools.bench_cpu",
+                         kernels=False),
+    "mutants": Command("break each part of the fix; a test must fail (make mutants)", "labkit.tools.mutants",
+                       kernels=False),
+    "run-notebooks": Command("run notebooks, report the cells that raised (GPU boxes)", "labkit.tools.run_notebooks",
+                             kernels=False),
+    "train-models": Command("regenerate the toy corpus and train the toy models", "labkit.tools.train_models"),
 }
 
 
