@@ -295,6 +295,7 @@ COMMANDS = {
     "docs": Command("the docs' blocks against their records; --write renders",
                     add_arguments=_docs_arguments, run=_docs),
     "gpu": Command("GPU measurements of the sampling path, into a record", "labkit.gpu.cli"),
+    "upstream": Command("vLLM's pinned releases: fetch their files, record the audit", "labkit.upstream.cli"),
     "bench-cpu": Command("time the kit on a CPU against its targets (make bench-cpu)", "labkit.tools.bench_cpu",
                          kernels=False),
     "mutants": Command("break each part of the fix; a test must fail (make mutants)", "labkit.tools.mutants",

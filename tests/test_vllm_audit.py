@@ -261,7 +261,7 @@ def test_the_gpu_section_reads_the_carried_trees_and_says_when_they_are_missing(
     missing = audit_releases()
     assert missing["trees"] == str(tmp_path)
     for version in releases.RELEASES:
-        assert "python -m labkit.upstream.fetch" in missing["releases"][version]["error"]
+        assert "python -m labkit upstream fetch" in missing["releases"][version]["error"]
     record = {"provenance": {"device": "NVIDIA H200", "date": "2026-12-02T00:00:00Z"}, "upstream_audit": missing}
     assert upstream_audit(record)["releases"] == missing["releases"]
     assert upstream_audit({"provenance": {}}) is None
@@ -273,7 +273,7 @@ def test_the_verdicts_in_vllm_map_are_rendered_from_the_records():
     from labkit.upstream.record import DOC, renderers
 
     assert "upstream:verdicts" in blocks.keys_in(DOC.read_text())
-    assert blocks.stale_blocks(DOC, renderers()) == [], "run: python -m labkit.upstream.record --docs"
+    assert blocks.stale_blocks(DOC, renderers()) == [], "run: python -m labkit upstream record --docs"
 
 
 def test_notebook_06_prints_the_verdicts_of_the_records():
