@@ -153,6 +153,15 @@ def test_every_capitalised_markdown_file_named_in_the_repository_exists_in_it():
 
 # -- the two commands ------------------------------------------------------------------------------
 
+def test_scripts_holds_only_makes_own_helpers():
+    # Every other command is `python -m labkit COMMAND` (tests/test_cli.py checks that --help lists them).
+    scripts = sorted(name.removeprefix("scripts/") for name in checkout_files() if name.startswith("scripts/"))
+    assert scripts == ["README.md", "check_make_vars.py", "timed"]
+    makefile_scripts = set(re.findall(r"scripts/[\w.-]+", MAKEFILE + CI_RUN))
+    assert makefile_scripts == {"scripts/timed", "scripts/check_make_vars.py"}, makefile_scripts
+
+
+
 def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
     block = re.search(r"```sh\n(.*?)```", README, re.S)
     assert block, "README needs a ```sh block with the two commands"

@@ -163,7 +163,8 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
 
 # -- past one box: Zero to JupyterHub on Kubernetes -----------------------------------------------
 
-Z2JH_LEARNERS_PER_GPU = 30  # one GPU per node, time-sliced this many ways (classroom/deploy/nvidia-time-slicing.yaml)
+# One GPU per node, time-sliced this many ways (labkit/classroom/deploy/nvidia-time-slicing.yaml).
+Z2JH_LEARNERS_PER_GPU = 30
 
 
 def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
