@@ -1,10 +1,10 @@
-"""Command line of the kit: ``python -m labkit COMMAND ...`` (``python -m labkit COMMAND --help`` for one).
+"""Command line of the kit: ``python -m labkit COMMAND ...``; ``python -m labkit --help`` lists the commands.
 
-A dispatcher: each command is parsed and run by the module that does its work (:data:`COMMANDS`
-names it), imported only when that command runs. So ``lab`` and ``setup`` run on a Python that has
-nothing but the standard library (the Makefile asks them before the venv exists), the commands that
-run kernels choose their backend before anything imports Triton, and this list needs neither. The
-commands defined here are those whose work is a call or two into the kit.
+A dispatcher: :data:`COMMANDS` gives each command its line in ``--help`` and names the module that
+parses and runs it, imported only when that command runs. So ``--help`` imports none of them, ``lab``
+and ``setup`` run on a Python with nothing but the standard library (the Makefile asks them before
+the venv exists), and a command that runs kernels imports the backends first, before anything
+imports Triton. The commands defined here are those whose work is a call or two into the kit.
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ _BROUGHT_BY_EXTRA = {"nbformat": "lab"}
 class Command:
     """One command of ``python -m labkit``.
 
-    Its module defines either ``run(args)``, with ``add_arguments(parser)`` where it takes any (this
-    dispatcher parses them), or ``main(argv)`` (the module parses them itself, as ``python -m labkit NAME``). A command
-    defined here gives its two functions instead of a module. A bad value raises LabkitInputError: one
-    line, ``python -m labkit NAME: error: ...``, exit status 2. A parser whose arguments default to a
-    ``passed_on`` list gets there, in order, the arguments it does not know (JupyterLab's options for
-    ``lab``; a verb that hands them to a module's own ``main``).
+    Its module defines either ``run(args)``, with ``add_arguments(parser)`` where it takes arguments
+    (this dispatcher parses them), or ``main(argv)`` (the module parses them itself, as ``python -m
+    labkit NAME``); a command defined here gives its functions instead of a module. A bad value raises
+    LabkitInputError: one line, ``python -m labkit NAME: error: ...``, exit status 2. A parser whose
+    arguments default to a ``passed_on`` list gets there, in order, the arguments it does not know
+    (JupyterLab's options for ``lab``; a verb that hands them to a module's own ``main``).
     """
 
     summary: str  # its line in `python -m labkit --help`
@@ -276,8 +276,7 @@ def _audit_vllm(args) -> int:
 
 # In the order `--help` lists them: a learner's and an instructor's first, then the maintainers'.
 COMMANDS = {
-    "lab": Command("open JupyterLab on an edition's notebooks (make lab)", "labkit.tools.lab",
-                   kernels=False),
+    "lab": Command("open JupyterLab on an edition's notebooks (make lab)", "labkit.tools.lab", kernels=False),
     "repro": Command("run the bench: eager, buggy and fixed modes, same prompts",
                      add_arguments=_repro_arguments, run=_repro),
     "info": Command("backend, versions and device", run=_info),
@@ -289,8 +288,7 @@ COMMANDS = {
                       add_arguments=_agenda_arguments, run=_agenda),
     "audit-vllm": Command("a vLLM tree's own sampling kernel meets stale padding",
                           add_arguments=_audit_vllm_arguments, run=_audit_vllm),
-    "hub": Command("a JupyterHub for a room on one server (as root)",
-                   "labkit.classroom.cli"),
+    "hub": Command("a JupyterHub for a room on one server (as root)", "labkit.classroom.cli"),
     "setup": Command("the set-up: pip's source, a wheelhouse, lab defaults", "labkit.tools.setup", kernels=False),
     "docs": Command("the docs' blocks against their records; --write renders",
                     add_arguments=_docs_arguments, run=_docs),

@@ -265,11 +265,11 @@ def write_server_config(edition: str, config_dir: Path | None = None) -> Path:
 def add_arguments(parser) -> None:
     verbs = parser.add_subparsers(dest="question", required=True)
     source = verbs.add_parser("pip-source", help="print the pip options for installing the pins")
-    source.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's build)")
     source.add_argument("--wheelhouse", default="", help="install from this folder alone, no index")
     wheels = verbs.add_parser("wheelhouse", help="download the pinned wheels into DIR (make wheelhouse)")
     wheels.add_argument("dir", metavar="DIR")
-    wheels.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's build)")
+    for verb in (source, wheels):
+        verb.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's)")
     wheels.add_argument("--record", action="store_true",
                         help=f"write its sizes into {DOWNLOADS_RECORD.relative_to(paths.REPO)}")
     verbs.add_parser("lab-overrides", help="write JupyterLab's defaults (no news prompt, no update checks) for this "
