@@ -19,14 +19,14 @@ TRITON_NEXT_DIR := $(VENV)/triton-$(TRITON_NEXT)
 BROWSER_SKIP := $(if $(filter 1,$(LABKIT_REQUIRE_BROWSER)),,--allow-skip)
 # Extra arguments for `make repro`, `make bench-cpu`, e.g. make repro ARGS="--modes all".
 ARGS ?=
-# Where the set-up takes torch from (scripts/start_lab.py --pip-source decides; README says more):
+# Where the set-up takes torch from (python -m labkit setup pip-source decides; README says more):
 # TORCH=cpu, the default, takes the CPU build on Linux from PyTorch's CPU index (PyPI's Linux torch
 # is the CUDA build, several GB), adding that index only where pip cannot already find the pinned
 # CPU build on disk; TORCH=cuda takes PyPI's torch. WHEELHOUSE=DIR installs from DIR alone, with
 # no index at all (a room without a good network: `make wheelhouse` fills DIR beforehand).
 TORCH ?= cpu
 WHEELHOUSE ?=
-PIP_SOURCE := $(BIN)/python scripts/start_lab.py --pip-source --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)"
+PIP_SOURCE := $(BIN)/python -m labkit setup pip-source --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)"
 # The room stage of `make test` downloads a fresh wheelhouse here and builds binder/'s environment
 # from it, offline; LABKIT_ROOM_PYTHON is the interpreter it makes that environment with.
 ROOM_WHEELHOUSE := build/room-wheelhouse
@@ -62,7 +62,7 @@ XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadsc
 .PHONY: hub lab lab-check test lint test-unit test-unit-backend test-every-backend test-notebooks test-room \
 	test-room-begin test-room-end test-triton-next-begin test-triton-next-end \
 	test-triton-next test-browser test-clock \
-	wheelhouse repro info student figures bench-cpu mutants clean
+	wheelhouse repro info student figures refresh bench-cpu mutants clean
 
 # Bytecode is compiled after the install, on every core (pip compiles file by file on one, a large
 # part of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
@@ -88,19 +88,20 @@ $(BIN)/python:
 # on each machine, with no network: make lab WHEELHOUSE=wheelhouse. Prints what it fetched.
 # RECORD=1 also writes the sizes into labkit/data/cpu/downloads.json (README's download table).
 wheelhouse: | $(BIN)/python
-	@$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
+	@$(BIN)/python -m labkit setup wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
 		$(if $(filter 1,$(RECORD)),--record)
 
 # Which notebooks `make lab` opens: EDITION=student (the default: a learner's folder, student/,
 # built where missing; a learner's own copies are kept) or EDITION=instructor (notebooks/, solved).
-# scripts/start_lab.py checks the value and the port (LAB_PORT) before anything starts.
+# python -m labkit lab checks the value and the port (LAB_PORT) before anything starts.
 EDITION ?= student
 lab: lab-check $(STAMP)
-	$(BIN)/python scripts/start_lab.py --edition "$(EDITION)" $(ARGS)
+	$(BIN)/python -m labkit lab --edition "$(EDITION)" $(ARGS)
 
-# Before the set-up: a bad EDITION or port is one line at once, not after minutes of installing.
+# Before the set-up: a bad EDITION or port is one line at once, not after minutes of installing (the
+# machine's Python runs it: `python -m labkit lab --check-only` needs only the standard library).
 lab-check:
-	@$(PYTHON) scripts/start_lab.py --check-only --edition "$(EDITION)" $(ARGS)
+	@$(PYTHON) -m labkit lab --check-only --edition "$(EDITION)" $(ARGS)
 
 # Stages in order, cheapest first; each prints its wall time, and the last line gives the whole wall
 # time. Two stages run beside others (-begin, -end), each where a core would otherwise sit idle: the
@@ -161,7 +162,7 @@ test-notebooks: $(STAMP)
 # the exercise checkers of 07 in it (tests/test_room_setup.py). One process: it is mostly pip.
 # (No $(MAKE) in the recipe: `make -n` would run that line, and the tests dry-run this target.)
 ROOM_STAGE = sh -c 'rm -rf $(ROOM_WHEELHOUSE) && \
-	$(BIN)/python scripts/start_lab.py --make-wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
+	$(BIN)/python -m labkit setup wheelhouse "$(ROOM_WHEELHOUSE)" --torch cpu && \
 	LABKIT_ROOM_WHEELHOUSE=$(ROOM_WHEELHOUSE) LABKIT_ROOM_PYTHON=$(PYTHON) \
 	$(BIN)/python -m pytest -q -s -p no:xdist -p no:cacheprovider tests/test_room_setup.py'
 test-room: $(STAMP)
@@ -233,19 +234,25 @@ student: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m labkit figures
 
+# After a record changes (python -m labkit record merge RUN.json, make bench-cpu, make wheelhouse
+# RECORD=1): every rendered block of the docs and notebooks, the figures, and the notebooks that read
+# a record, executed and saved (docs/MAINTAINING.md).
+refresh: $(STAMP)
+	$(BIN)/python -m labkit refresh
+
 # Wall times against the CPU targets (repro < 10 s, each notebook < 60 s, make test < 6 min without
 # its set-up):
 # printed, not asserted. make bench-cpu ARGS="--only fresh-clone" times `make test` from a clone, with
 # the browser stage required as in CI (LABKIT_REQUIRE_BROWSER=1).
 bench-cpu: $(STAMP)
-	$(BIN)/python scripts/bench_cpu.py $(ARGS)
+	$(BIN)/python -m labkit bench-cpu $(ARGS)
 
 # Each part of the fix broken on purpose in a copy of the tree; every mutant must fail a behavioural
-# test (scripts/mutation_check.py lists them). Slow (a copy of the tree and its kernel or host tests
+# test (python -m labkit mutants --list lists them). Slow (a copy of the tree and its kernel or host tests
 # per mutant), so not part of `make test`, whose unit stage checks that every mutant still applies
 # (tests/test_mutants.py).
 mutants: $(STAMP)
-	$(BIN)/python scripts/mutation_check.py $(ARGS)
+	$(BIN)/python -m labkit mutants $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build/stage-times.txt build/room build/room-wheelhouse build/hub-runtime build/hub-proxy

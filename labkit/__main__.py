@@ -1,8 +1,16 @@
-"""Command line: `python -m labkit repro | info | figures | student-edition | agenda | docs | audit-vllm | hub`."""
+"""Command line of the kit: ``python -m labkit COMMAND ...``; ``python -m labkit --help`` lists the commands.
+
+A dispatcher: :data:`COMMANDS` gives each command its line in ``--help`` and names the module that
+parses and runs it, imported only when that command runs. So ``--help`` imports none of them, ``lab``
+and ``setup`` run on a Python with nothing but the standard library (the Makefile asks them before
+the venv exists), and a command that runs kernels imports the backends first, before anything
+imports Triton. The commands defined here are those whose work is a call or two into the kit.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import json
 import os
@@ -10,10 +18,13 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from dataclasses import dataclass
+from typing import Callable
 
-from labkit import backends, paths
+from labkit import paths
 from labkit.errors import LabkitInputError
 
+PROG = "python -m labkit"
 BACKEND_CHOICES = ("auto", "torch", "interpreter", "triton")
 BACKEND_HELP = (
     "which code runs the kernels: 'torch' (the kernels' pure-torch references, same semantics and store "
@@ -25,78 +36,25 @@ BACKEND_HELP = (
 _BROUGHT_BY_EXTRA = {"nbformat": "lab"}
 
 
-class UsageError(Exception):
-    """A command cannot run as asked; main prints the message on one line and exits with 2."""
+@dataclass(frozen=True)
+class Command:
+    """One command of ``python -m labkit``.
 
+    Its module defines either ``run(args)``, with ``add_arguments(parser)`` where it takes arguments
+    (this dispatcher parses them), or ``main(argv)`` (the module parses them itself, as ``python -m
+    labkit NAME``); a command defined here gives its functions instead of a module. A bad value raises
+    LabkitInputError: one line, ``python -m labkit NAME: error: ...``, exit status 2. A parser whose
+    arguments default to a ``passed_on`` list gets there, in order, the arguments it does not know
+    (JupyterLab's options for ``lab``; a verb that hands them to a module's own ``main``).
+    """
 
-def _repro_epilog() -> str:
-    from labkit.bench.modes import ALL_MODES, MODES
-    from labkit.bench.repro import LEGEND
-
-    words = "\n".join(textwrap.fill(f"{word:<10} {meaning}", 96, initial_indent="  ", subsequent_indent=" " * 13)
-                      for word, meaning in LEGEND.items())
-    modes = "\n".join(f"  {m:<20} {MODES[m].summary}" for m in ALL_MODES)
-    return f"the table's words:\n{words}\n\nmodes:\n{modes}"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from labkit.bench.modes import DEFAULT_MODES
-
-    parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    repro = sub.add_parser(
-        "repro", help="run the bench: the same prompts through eager, buggy and fixed modes",
-        description="Run the same prompts through eager, buggy and fixed modes and count the responses that "
-                    "differ from eager.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_repro_epilog(),
-    )
-    repro.add_argument("--prompts", default="50", help="number of prompts, a positive integer (default 50)")
-    repro.add_argument("--seed", default="0", help="workload and sampling seed, an integer (default 0)")
-    repro.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                       help="comma-separated modes, or 'all' (default: %(default)s); each mode's "
-                            "eager reference is added")
-    repro.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
-    repro.add_argument("--json", action="store_true", help="print a JSON record instead of the table")
-    repro.add_argument("--quiet", action="store_true", help="no progress on stderr")
-
-    sub.add_parser("info", help="backend, versions and device")
-
-    figs = sub.add_parser("figures", help="write the figures that explain the bug (and the timing plots) to a folder")
-    figs.add_argument("--out", default="figures", help="output folder (default: figures)")
-    figs.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
-
-    docs = sub.add_parser("docs", help="the docs' blocks rendered from records: check them, or --write them",
-                          description="README.md, docs/INSTRUCTOR_GUIDE.md and docs/MECHANICS.md teach measured "
-                                      "numbers between <!-- KIND:NAME --> markers, rendered from the kit's records "
-                                      "(labkit.docgen.blocks). Without --write: list the blocks that differ from "
-                                      "their rendering (exit status 1 if any).")
-    docs.add_argument("--write", action="store_true", help="render every block again, in place")
-    agenda = sub.add_parser("agenda", help="the workshop agendas, from the recorded notebook run times")
-    agenda.add_argument("--record", default=None, help="a notebook_times.json (default: the one the kit ships)")
-    agenda.add_argument("--write", nargs="?", const="docs/INSTRUCTOR_GUIDE.md", default=None,
-                        help="render them into this document between its markers (default: %(const)s)")
-    audit = sub.add_parser(
-        "audit-vllm", help="run a vLLM tree's own Gumbel sampling kernel in the stale-padding scenario",
-        description="Load vllm/v1/worker/gpu/sample/gumbel.py from a vLLM installation or source tree (without "
-                    "importing the rest of vLLM), run it with a padded row holding a live slot and one holding -1, "
-                    "with guard memory around every slot-indexed buffer, and say whether the kernel masks padded "
-                    "rows and whether stale slots still corrupt live requests' q; also read whether the tree's "
-                    "speculator fills the padded rows of idx_mapping with -1.")
-    audit.add_argument("--vllm", default=None, metavar="PATH",
-                       help="a vLLM source tree, installation (site-packages or its vllm/ folder) or the folder "
-                            "of extracted release files (default: the installed vllm)")
-    audit.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
-    audit.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
-                       help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
-                            "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
-    student = sub.add_parser("student-edition", help="build the student edition of the notebooks (solutions removed)")
-    student.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
-    student.add_argument("--out", default="student", help="output folder (default: student)")
-    student.add_argument("--fresh", action="store_true", help="write every notebook anew, a learner's copies too")
-    from labkit.classroom.cli import add_parser as add_hub_parser  # a room on one server (labkit.classroom)
-    add_hub_parser(sub)
-    return parser
+    summary: str  # its line in `python -m labkit --help`
+    module: str = ""
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    run: Callable[[argparse.Namespace], int] | None = None
+    # Runs the kit's kernels or models: labkit.backends (and torch) is imported before anything else of
+    # the command, so that a bad LABKIT_BACKEND is the command's one-line error.
+    kernels: bool = True
 
 
 def _integer(option: str, text: str, *, positive: bool) -> int:
@@ -106,13 +64,15 @@ def _integer(option: str, text: str, *, positive: bool) -> int:
         value = None
     if value is None or (positive and value < 1):
         kind = "a positive integer" if positive else "an integer"
-        raise UsageError(f"{option} must be {kind}, got {text!r}")
+        raise LabkitInputError(f"{option} must be {kind}, got {text!r}")
     return value
 
 
 # -- backends -----------------------------------------------------------------------------------
 
 def _auto_backend() -> str:
+    from labkit import backends
+
     if os.environ.get("LABKIT_BACKEND", "").strip():
         return backends.backend()  # the user chose it for this process
     compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
@@ -122,14 +82,16 @@ def _auto_backend() -> str:
 def _backend_for(requested: str) -> str | None:
     """The backend to run under; None if this process cannot switch to it (the kernels were compiled
     at import and the interpreter is asked for: the caller re-runs the command in a fresh process)."""
+    from labkit import backends
+
     name = _auto_backend() if requested == "auto" else requested
     # A fresh process can define the kernels for the interpreter: only that one rule is this
     # command's own; whether a backend runs here at all is backends.why_unavailable's.
     fresh = None if os.environ.get("LABKIT_BACKEND", "").strip() != "interpreter" else backends.KERNELS_INTERPRETED
     reason = backends.why_unavailable(name, kernels_interpreted=fresh)
     if reason:
-        raise UsageError(f"--backend {name}: " + reason.replace("'interpreter'", "--backend interpreter")
-                         .replace("'torch'", "--backend torch"))
+        raise LabkitInputError(f"--backend {name}: " + reason.replace("'interpreter'", "--backend interpreter")
+                               .replace("'torch'", "--backend torch"))
     if name == "interpreter" and not backends.KERNELS_INTERPRETED:
         return None  # the kernels were compiled at import: run the command again in a fresh process
     return name
@@ -142,7 +104,50 @@ def _in_interpreter_process(argv: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "labkit", *argv], env=env)
 
 
-# -- commands -----------------------------------------------------------------------------------
+def _run_under_backend(name: str, run: Callable, args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the command under the backend its --backend asks for (a command without --backend as it is)."""
+    if getattr(args, "backend", None) is None:
+        return run(args)
+    from labkit import backends
+
+    if name == "audit-vllm" and args.backend == "auto":  # vLLM's kernel is Triton: never 'torch'
+        compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
+        args.backend = "triton" if compiled else "interpreter"
+    backend = _backend_for(args.backend)
+    if backend is None:
+        return _in_interpreter_process([name, *argv])
+    with backends.using_backend(backend):
+        return run(args)
+
+
+# -- the commands defined here --------------------------------------------------------------------
+
+def _repro_epilog() -> str:
+    from labkit.bench.modes import ALL_MODES, MODES
+    from labkit.bench.repro import LEGEND
+
+    words = "\n".join(textwrap.fill(f"{word:<10} {meaning}", 96, initial_indent="  ", subsequent_indent=" " * 13)
+                      for word, meaning in LEGEND.items())
+    modes = "\n".join(f"  {m:<20} {MODES[m].summary}" for m in ALL_MODES)
+    return f"the table's words:\n{words}\n\nmodes:\n{modes}"
+
+
+def _repro_arguments(parser: argparse.ArgumentParser) -> None:
+    from labkit.bench.modes import DEFAULT_MODES
+
+    parser.description = ("Run the same prompts through eager, buggy and fixed modes and count the responses that "
+                          "differ from eager.")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _repro_epilog()
+    parser.add_argument("--prompts", default="50", help="number of prompts, a positive integer (default 50)")
+    parser.add_argument("--seed", default="0", help="workload and sampling seed, an integer (default 0)")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                        help="comma-separated modes, or 'all' (default: %(default)s); each mode's "
+                             "eager reference is added")
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
+    parser.add_argument("--json", action="store_true", help="print a JSON record instead of the table")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
 
 def _repro(args) -> int:
     from labkit.bench.modes import resolve_modes
@@ -165,13 +170,25 @@ def _info(args) -> int:
     return 0
 
 
+def _figures_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="figures", help="output folder (default: figures)")
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help=BACKEND_HELP)
+
+
 def _figures(args) -> int:
+    from labkit import backends
     from labkit.viz.figures import write_all
 
     for path in write_all(args.out):
         print(path)
     print(f"(computed with backend {backends.backend()})", file=sys.stderr)
     return 0
+
+
+def _student_edition_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--src", default="notebooks", help="instructor notebooks (default: notebooks)")
+    parser.add_argument("--out", default="student", help="output folder (default: student)")
+    parser.add_argument("--fresh", action="store_true", help="write every notebook anew, a learner's copies too")
 
 
 def _student_edition(args) -> int:
@@ -186,6 +203,12 @@ def _student_edition(args) -> int:
     return 0
 
 
+def _agenda_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--record", default=None, help="a notebook_times.json (default: the one the kit ships)")
+    parser.add_argument("--write", nargs="?", const="docs/INSTRUCTOR_GUIDE.md", default=None,
+                        help="render them into this document between its markers (default: %(const)s)")
+
+
 def _agenda(args) -> int:
     from labkit.docgen import blocks
     from labkit.workshop.editions.agenda import AGENDAS, BLOCKS, load_times, render, renderers, slack_min
@@ -194,7 +217,7 @@ def _agenda(args) -> int:
     if args.write:
         written = [key.split(":", 1)[1] for key in blocks.write_into(args.write, renderers(record))]
         if not written:
-            raise UsageError(f"{args.write} has no <!-- agenda:NAME --> markers (names: {', '.join(BLOCKS)})")
+            raise LabkitInputError(f"{args.write} has no <!-- agenda:NAME --> markers (names: {', '.join(BLOCKS)})")
         print(f"wrote the {', '.join(written)} agenda(s) into {args.write}")
         return 0
     for name in AGENDAS:
@@ -202,23 +225,43 @@ def _agenda(args) -> int:
     return 0
 
 
-def _docs(args) -> int:
-    from labkit.docgen import blocks, numbers
+def _docs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("The docs and the notebooks' markdown hold measured numbers, and sentences that restate "
+                          "constants, between <!-- KIND:NAME --> markers, rendered from the kit's records "
+                          "(labkit.docgen). Without --write: list the blocks that differ from their rendering (exit "
+                          "status 1 if any). `make refresh` also draws the figures and runs the notebooks that read "
+                          "records.")
+    parser.add_argument("--write", action="store_true", help="render every block again, in place")
 
-    stale = []
-    for name in blocks.documents():
-        path = blocks.ROOT / name
-        if args.write:
-            written = blocks.write_into(path, numbers.all_renderers())
-            print(f"{name}: rendered {', '.join(written) or 'no blocks'}")
-        else:
-            stale += [f"{name}: {key}" for key in blocks.stale_blocks(path, numbers.all_renderers())]
-    if stale:
-        print("blocks that differ from their records (python -m labkit docs --write):\n  " + "\n  ".join(stale))
+
+def _docs(args) -> int:
+    from labkit.docgen.refresh import render_blocks
+
+    changed = render_blocks(write=args.write)
+    if args.write:
+        print("rendered: " + (", ".join(changed) or "every block was already as rendered"))
+        return 0
+    if changed:
+        print("blocks that differ from their records (python -m labkit docs --write):\n  " + "\n  ".join(changed))
         return 1
-    if not args.write:
-        print("every block of the docs and notebooks matches its record")
+    print("every block of the docs and notebooks matches its record")
     return 0
+
+
+def _audit_vllm_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Load vllm/v1/worker/gpu/sample/gumbel.py from a vLLM installation or source tree (without importing the "
+        "rest of vLLM), run it with a padded row holding a live slot and one holding -1, with guard memory around "
+        "every slot-indexed buffer, and say whether the kernel masks padded rows and whether stale slots still "
+        "corrupt live requests' q; also read whether the tree's speculator fills the padded rows of idx_mapping "
+        "with -1.")
+    parser.add_argument("--vllm", default=None, metavar="PATH",
+                        help="a vLLM source tree, installation (site-packages or its vllm/ folder) or the folder "
+                             "of extracted release files (default: the installed vllm)")
+    parser.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
+    parser.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
+                        help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
+                             "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
 
 
 def _audit_vllm(args) -> int:
@@ -229,14 +272,53 @@ def _audit_vllm(args) -> int:
     return 0 if result.complete else 1
 
 
-def _hub(args) -> int:
-    from labkit.classroom.cli import run
+# In the order `--help` lists them: a learner's and an instructor's first, then the maintainers'.
+COMMANDS = {
+    "lab": Command("open JupyterLab on an edition's notebooks (make lab)", "labkit.tools.lab", kernels=False),
+    "repro": Command("run the bench: eager, buggy and fixed modes, same prompts",
+                     add_arguments=_repro_arguments, run=_repro),
+    "info": Command("backend, versions and device", run=_info),
+    "figures": Command("write the figures that explain the bug to a folder",
+                       add_arguments=_figures_arguments, run=_figures),
+    "student-edition": Command("the notebooks' student edition (solutions removed)",
+                               add_arguments=_student_edition_arguments, run=_student_edition),
+    "agenda": Command("the workshop agendas, from the notebooks' run times",
+                      add_arguments=_agenda_arguments, run=_agenda),
+    "audit-vllm": Command("a vLLM tree's own sampling kernel meets stale padding",
+                          add_arguments=_audit_vllm_arguments, run=_audit_vllm),
+    "hub": Command("a JupyterHub for a room on one server (as root)", "labkit.classroom.cli"),
+    "setup": Command("the set-up: pip's source, a wheelhouse, lab defaults", "labkit.tools.setup", kernels=False),
+    "docs": Command("the docs' blocks against their records; --write renders",
+                    add_arguments=_docs_arguments, run=_docs),
+    "refresh": Command("render the docs, figures and notebooks from the records",
+                       "labkit.docgen.refresh"),
+    "gpu": Command("GPU measurements of the sampling path, into a record", "labkit.gpu.cli"),
+    "record": Command("merge a run's sections into one of the kit's records", "labkit.records", kernels=False),
+    "upstream": Command("vLLM's pinned releases: fetch their files, record the audit", "labkit.upstream.cli"),
+    "bench-cpu": Command("time the kit on a CPU against its targets (make bench-cpu)", "labkit.tools.bench_cpu",
+                         kernels=False),
+    "mutants": Command("break each part of the fix; a test must fail (make mutants)", "labkit.tools.mutants",
+                       kernels=False),
+    "run-notebooks": Command("run notebooks, report the cells that raised (GPU boxes)", "labkit.tools.run_notebooks",
+                             kernels=False),
+    "train-models": Command("regenerate the toy corpus and train the toy models", "labkit.tools.train_models"),
+}
 
-    return run(args)
 
+# -- dispatch -------------------------------------------------------------------------------------
 
-COMMANDS = {"audit-vllm": _audit_vllm, "repro": _repro, "info": _info, "figures": _figures,
-            "student-edition": _student_edition, "agenda": _agenda, "docs": _docs, "hub": _hub}
+def build_parser() -> argparse.ArgumentParser:
+    """The commands and their one line each (``--help``); each command's own options are its module's."""
+    width = max(map(len, COMMANDS))
+    listing = "\n".join(f"{name:<{width}}  {command.summary}" for name, command in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog=PROG, usage=f"{PROG} [-h] COMMAND ...", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The lab kit's commands; `python -m labkit COMMAND --help` says more about one.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS,
+                                title="commands", description=listing)
+    for name in COMMANDS:
+        sub.add_parser(name, add_help=False)
+    return parser
 
 
 def _optional_requirements() -> dict[str, list[str]]:
@@ -273,39 +355,47 @@ def missing_dependency_message(command: str, err: ImportError) -> str | None:
             f"pip install 'labkit[{first}]'{alternatives}")
 
 
-def _run(command: str, args) -> int:
+def _parse(name: str, command, target, argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"{PROG} {name}", description=command.summary)
+    if getattr(target, "add_arguments", None):
+        target.add_arguments(parser)
+    args, unknown = parser.parse_known_args(argv)
+    if hasattr(args, "passed_on"):
+        args.passed_on = unknown
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _run(name: str, argv: list[str]) -> int:
+    command = COMMANDS[name]
     try:
-        return COMMANDS[command](args)
-    except (UsageError, LabkitInputError) as err:
+        if command.kernels:
+            importlib.import_module("labkit.backends")
+        target = importlib.import_module(command.module) if command.module else command
+        if hasattr(target, "main"):
+            return target.main(argv)
+        return _run_under_backend(name, target.run, _parse(name, command, target, argv), argv)
+    except LabkitInputError as err:  # a bad LABKIT_BACKEND too (EnvironmentValueError)
         message = str(err)
     except OSError as err:
         where = f": {err.filename}" if err.filename else ""
         message = f"{err.strerror or err}{where}"
     except ImportError as err:
-        message = missing_dependency_message(command, err)
+        message = missing_dependency_message(name, err)
         if message is None:
             raise
-    print(f"python -m labkit {command}: error: {message}", file=sys.stderr)
+    print(f"{PROG} {name}: error: {message}", file=sys.stderr)
     return 2
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    if getattr(args, "backend", None) is None:  # a command that runs no kernels
-        return _run(args.command, args)
-    if args.command == "audit-vllm" and args.backend == "auto":  # vLLM's kernel is Triton: never 'torch'
-        compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
-        args.backend = "triton" if compiled else "interpreter"
-    try:
-        name = _backend_for(args.backend)
-    except UsageError as err:
-        print(f"python -m labkit {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    if name is None:
-        return _in_interpreter_process(argv)
-    with backends.using_backend(name):
-        return _run(args.command, args)
+    if not argv or argv[0] not in COMMANDS:
+        parser = build_parser()
+        parser.parse_args(argv)  # --help lists the commands; anything else is a usage error
+        parser.error("the command comes first")
+    return _run(argv[0], argv[1:])
 
 
 if __name__ == "__main__":

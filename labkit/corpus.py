@@ -2,7 +2,7 @@
 
 The toy models in :mod:`labkit.models` are trained on text produced by
 :func:`generate_corpus`.  A fixed-seed sample of it ships as
-``labkit/data/corpus.txt`` (written by ``scripts/train_toy_models.py``), so the
+``labkit/data/corpus.txt`` (written by ``python -m labkit train-models``), so the
 corpus, the weights and every measurement built on them are reproducible
 without any download.
 

@@ -7,7 +7,7 @@ last ``context_len`` tokens (Bengio et al. 2003 / "makemore" style) with
 positions ahead.  The target has one head; the draft has four, so a
 "DFlash-style" drafter can propose four tokens in a single forward pass.
 
-Weights are trained by ``scripts/train_toy_models.py`` and ship in
+Weights are trained by ``python -m labkit train-models`` and ship in
 ``labkit/data`` (see ``MODEL_CARD.md`` there); :func:`load_toy_models` loads
 them, so nothing is trained or downloaded at run time.
 
@@ -248,7 +248,7 @@ def _build(path: Path, tokenizer: CharTokenizer, device: str | torch.device) -> 
             f"{path.name} was trained for alphabet {ckpt['alphabet']!r} "
             f"(vocab_size {config.vocab_size}), but the tokenizer has "
             f"{tokenizer.alphabet!r} (vocab_size {tokenizer.vocab_size}); "
-            "re-run scripts/train_toy_models.py")
+            "re-run python -m labkit train-models")
     model = TinyLM(config)
     model.load_state_dict(ckpt["state_dict"])  # copies: the cache stays untouched
     model.eval().requires_grad_(False)

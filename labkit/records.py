@@ -159,12 +159,10 @@ def merge_run(run_file: Path, into: Path = GPU, sections: list[str] | None = Non
 
 # -- the command: python -m labkit record ... --------------------------------------------------------
 
-def add_parser(sub) -> None:
-    record = sub.add_parser("record", help="merge the sections of a new run into the kit's record",
-                            description="Take sections of a run's record (python -m labkit gpu --out DIR wrote "
-                                        "DIR/gpu_benchmarks.json) into a record under labkit/data/ (default: the "
-                                        "H200 record). Then `make refresh` renders the docs, figures and "
-                                        "notebooks from it.")
+def add_arguments(record) -> None:
+    record.description = ("Take sections of a run's record (python -m labkit gpu --out DIR wrote "
+                          "DIR/gpu_benchmarks.json) into a record under labkit/data/ (default: the H200 record). "
+                          "Then `make refresh` renders the docs, figures and notebooks from it.")
     actions = record.add_subparsers(dest="action", required=True)
     merge = actions.add_parser("merge", help="merge a run's sections into a record")
     merge.add_argument("run", help="the run's record (gpu_benchmarks.json)")

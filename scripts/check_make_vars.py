@@ -7,19 +7,25 @@ line that names the variable, its value and the choices, which the Makefile turn
 (``Makefile:N: *** ...  Stop.``, exit status 2, before any recipe runs). It runs with the machine's
 own Python before the set-up has made the venv, so it uses the standard library only: the backends
 are read from labkit/backends.py's source, the torch builds and the wheelhouse rule come from
-scripts/start_lab.py (the set-up's own checks, which need nothing else either).
+labkit/tools/setup.py (the set-up's own checks, which need nothing else either).
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# labkit/__init__.py imports the backends, and with them torch, which this Python need not have: the
+# set-up's module is reached through a bare stand-in for the package (where labkit is not imported yet).
+if "labkit" not in sys.modules:
+    _package = types.ModuleType("labkit")
+    _package.__path__ = [str(REPO / "labkit")]
+    sys.modules["labkit"] = _package
 
-from start_lab import torch_problem, wheelhouse_problem  # noqa: E402  (the script's own folder, just added)
+from labkit.tools.setup import torch_problem, wheelhouse_problem  # noqa: E402  (the package, just stood in)
 
 
 def backends() -> tuple[str, ...]:

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from labkit import backends
-from labkit.__main__ import main, missing_dependency_message
+from labkit import backends, paths
+from labkit.__main__ import COMMANDS, main, missing_dependency_message
 from labkit.bench.repro import LEGEND
 
 
@@ -167,3 +167,70 @@ def test_a_source_tree_that_was_never_installed_still_names_the_extra(monkeypatc
 
     monkeypatch.setattr(importlib.metadata, "requires", not_installed)
     assert "pip install 'labkit[test]'" in missing_dependency_message("x", ModuleNotFoundError("x", name="nbclient"))
+
+
+def test_lab_check_and_the_pip_source_question_run_on_a_python_without_torch(tmp_path):
+    # The Makefile asks both with the machine's Python, before the venv (and torch) exists.
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
+    env["PYTHONPATH"] = str(stub)
+
+    def labkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, env=env,
+                              cwd=paths.REPO, timeout=300)
+
+    for args in (["lab", "--check-only", "--edition", "student"], ["setup", "pip-source"], ["--help"]):
+        out = labkit(*args)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr)
+    # The stub hides torch indeed: a command that runs kernels says what is missing, in one line.
+    line = _one_line_error(labkit("info"), "info")
+    assert "'torch'" in line and "pip install torch" in line
+
+
+# Every command a user or a maintainer types, and the verbs of those that have some.
+EVERY_COMMAND = {"lab", "setup", "repro", "info", "figures", "student-edition", "agenda", "docs", "refresh",
+                 "audit-vllm", "hub", "gpu", "record", "upstream", "bench-cpu", "mutants", "run-notebooks",
+                 "train-models"}
+VERBS = {"hub": ["start", "stop", "values", "bench", "kernel-memory"], "upstream": ["fetch", "record"],
+         "setup": ["pip-source", "wheelhouse", "lab-overrides", "server-config"], "record": ["merge"]}
+
+
+def test_help_lists_every_command_on_one_line_of_a_terminal():
+    assert set(COMMANDS) == EVERY_COMMAND
+    out = _labkit("--help", env_extra={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.startswith("  ") and line.split()}
+    for name, command in COMMANDS.items():
+        assert name in lines, f"python -m labkit --help does not list {name}"
+        assert lines[name].split(None, 1)[1] == command.summary and len(lines[name]) <= 80, lines[name]
+    for name, verbs in VERBS.items():
+        help_text = _labkit(name, "--help").stdout
+        assert all(f"    {verb} " in help_text for verb in verbs), (name, help_text)
+
+
+@pytest.mark.parametrize("argv,prog", [(["hub", "bench", "--help"], "python -m labkit hub bench"),
+                                       (["hub", "kernel-memory", "--help"], "python -m labkit hub kernel-memory"),
+                                       (["upstream", "record", "--help"], "python -m labkit upstream record"),
+                                       (["upstream", "fetch", "--help"], "python -m labkit upstream fetch"),
+                                       (["gpu", "--help"], "python -m labkit gpu"),
+                                       (["bench-cpu", "--help"], "python -m labkit bench-cpu"),
+                                       (["mutants", "--help"], "python -m labkit mutants"),
+                                       (["lab", "--help"], "python -m labkit lab")])
+def test_a_command_that_parses_its_own_arguments_is_named_as_typed(capsys, argv, prog):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith(f"usage: {prog} ")
+
+
+def test_an_unknown_option_of_a_command_is_refused_and_one_that_passes_options_on_keeps_their_order(monkeypatch):
+    with pytest.raises(SystemExit) as exit_:
+        main(["info", "--nope"])
+    assert exit_.value.code == 2
+    from labkit.upstream import record
+
+    seen = []
+    monkeypatch.setattr(record, "main", lambda argv: seen.append(argv) or 0)
+    assert main(["upstream", "record", "trees", "--docs", "-h"]) == 0
+    assert seen == [["trees", "--docs", "-h"]]

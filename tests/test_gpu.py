@@ -1,4 +1,4 @@
-"""GPU tests, and the CPU side of ``python -m labkit.gpu``.
+"""GPU tests, and the CPU side of ``python -m labkit gpu``.
 
 Tests marked ``gpu`` run on a CUDA GPU with the compiled backend (skipped without CUDA:
 tests/conftest.py): compiled kernels against their torch references, the sampling distribution,
@@ -74,23 +74,23 @@ def test_python_m_labkit_gpu_without_cuda_says_why_and_exits_2(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
     env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(REPO))  # hides a GPU where there is one
     out = tmp_path / "rec"
-    done = subprocess.run([sys.executable, "-m", "labkit.gpu", "--out", str(out), "--sections", "race_blocks"],
+    done = subprocess.run([sys.executable, "-m", "labkit", "gpu", "--out", str(out), "--sections", "race_blocks"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert done.returncode == 2, done.stderr
-    assert "python -m labkit.gpu: needs a CUDA device" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("python -m labkit gpu: error: needs a CUDA device")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not out.exists(), "nothing is written when nothing can be measured"
 
 
 def test_record_is_rewritten_whole_and_appends_name_each_command(tmp_path):
     path = tmp_path / RECORD_NAME
-    write_record(path, {"provenance": {"command": "python -m labkit.gpu --out a"}, "kernel": {"sizes": []}})
-    record = add_command(read_record(path), "python -m labkit.gpu --out a --append --sections race")
+    write_record(path, {"provenance": {"command": "python -m labkit gpu --out a"}, "kernel": {"sizes": []}})
+    record = add_command(read_record(path), "python -m labkit gpu --out a --append --sections race")
     record["race"] = {"launches": 3}
     write_record(path, record)
     again = read_record(path)
-    assert again["provenance"]["commands"] == ["python -m labkit.gpu --out a",
-                                               "python -m labkit.gpu --out a --append --sections race"]
+    assert again["provenance"]["commands"] == ["python -m labkit gpu --out a",
+                                               "python -m labkit gpu --out a --append --sections race"]
     assert again["race"] == {"launches": 3} and again["kernel"] == {"sizes": []}
     assert [p.name for p in tmp_path.iterdir()] == [RECORD_NAME]  # no temporary file left behind
 
@@ -631,7 +631,7 @@ def _rows_of(launch, slot) -> list[int]:
 def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
     """Before the fix, padded rows store to live slots: the collision is there in every order, and
     each element of the live q is one colliding row's value. Which row wins is the GPU's race
-    (measured by python -m labkit.gpu --sections race_blocks), so it is not asserted here."""
+    (measured by python -m labkit gpu --sections race_blocks), so it is not asserted here."""
     from labkit.bench.modes import mode_named
     from labkit.bench.repro import BenchConfig, bench_requests
     from labkit.engine import Engine
@@ -721,7 +721,7 @@ def test_a_re_measured_section_replaces_its_run_and_keeps_it_only_where_every_ru
                                                                           "race": {"date": "2026-01-01"}},
             "kernel": {"sizes": [1]}, "race": {"launches": 1},
             "superseded": {"kernel": [{"data": {"sizes": [0]}, "cited_by": "notebooks/04_timing.ipynb"}]}}
-    new = {"provenance": {"date": "2026-02-02", "device": "GPU", "command": "python -m labkit.gpu"},
+    new = {"provenance": {"date": "2026-02-02", "device": "GPU", "command": "python -m labkit gpu"},
            "kernel": {"sizes": [2]}, "race": {"launches": 2}, "section_seconds": {"kernel": 3.0}}
     said = merge_sections(base, new, ["kernel", "race"], "the kernel changed")
     assert base["kernel"] == {"sizes": [2]} and base["section_provenance"]["kernel"]["date"] == "2026-02-02"

@@ -1,7 +1,8 @@
-"""Past one box: the Zero to JupyterHub values and the GPU time-slicing config that deploy/ ships
-parse, are labkit.classroom.room's rendering, and name the same image, limits and start notebook as the
-one-box hub's own JupyterHub configuration (labkit/classroom/jupyterhub_config.py, loaded here as
-JupyterHub loads it). No root, no JupyterHub needed."""
+"""Past one box: the Zero to JupyterHub values and the GPU time-slicing config that
+labkit/classroom/deploy/ ships parse, are labkit.classroom.room's rendering, and name the same image,
+limits and start notebook as the one-box hub's own JupyterHub configuration
+(labkit/classroom/jupyterhub_config.py, loaded here as JupyterHub loads it). No root, no JupyterHub
+needed."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from labkit.classroom import cli, room  # noqa: E402
 from labkit.classroom.limits import GPU_SHARE_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-VALUES = ROOT / "deploy" / "z2jh-values.yaml"
-SLICING = ROOT / "deploy" / "nvidia-time-slicing.yaml"
+VALUES = ROOT / "labkit" / "classroom" / "deploy" / "z2jh-values.yaml"
+SLICING = ROOT / "labkit" / "classroom" / "deploy" / "nvidia-time-slicing.yaml"
 
 
 def _one_box_config(tmp_path, learners: int) -> Config:
@@ -45,6 +46,7 @@ def _bytes(text: str) -> int:
 
 
 def test_the_shipped_files_are_the_rooms_rendering():
+    assert (cli.VALUES_FILE, cli.TIME_SLICING_FILE) == (VALUES, SLICING)  # where `hub values --write` writes
     assert VALUES.read_text() == cli.render_values(), "python -m labkit hub values --write"
     assert SLICING.read_text() == cli.render_time_slicing(), "python -m labkit hub values --write"
 

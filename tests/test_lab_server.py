@@ -122,10 +122,7 @@ def test_the_patch_is_applied_once_and_leaves_live_connections_to_jupyter_server
 
 
 def test_the_lab_the_kit_starts_and_binders_server_load_the_extension():
-    import importlib.util
+    from labkit.tools import lab
 
-    spec = importlib.util.spec_from_file_location("start_lab", ROOT / "scripts" / "start_lab.py")
-    start_lab = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(start_lab)
-    assert start_lab.QUIET_SOCKETS_FLAG == lab_server.CLI_FLAG
-    assert lab_server.CLI_FLAG in start_lab.lab_command("127.0.0.1", 1, "t", as_root=False, open_browser=False)
+    assert lab.QUIET_SOCKETS_FLAG == lab_server.CLI_FLAG
+    assert lab_server.CLI_FLAG in lab.lab_command("127.0.0.1", 1, "t", as_root=False, open_browser=False)

@@ -18,6 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit.__main__ import main
+from labkit.tools import lab, setup
+
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "INSTRUCTOR_GUIDE.md"
 
@@ -30,12 +33,9 @@ def _load(name: str, path: Path):
     return module
 
 
-lab = _load("start_lab_for_learner_tests", REPO / "scripts" / "start_lab.py")
-
-
 @pytest.fixture
 def started(tmp_path, monkeypatch):
-    """main() as `make lab` runs it, with the learner's folder and the lab's state in tmp_path."""
+    """`python -m labkit lab` as `make lab` runs it, with the learner's folder and the lab's state in tmp_path."""
     monkeypatch.setattr(lab, "LEARNER_FOLDER", tmp_path / "student")
     monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")
     monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "jupyterlab"))
@@ -52,7 +52,7 @@ def _flag(cmd, name):
 def test_make_lab_opens_the_student_edition_in_the_learners_folder_trusted(started, tmp_path, capsys):
     from nbformat.sign import NotebookNotary
 
-    assert lab.main(["--port", "0"]) == 0
+    assert main(["lab", "--port", "0"]) == 0
     (cmd,) = started
     root = Path(_flag(cmd, "ServerApp.root_dir"))
     assert root == tmp_path / "student" and cmd[-1] == "00_setup_and_tour_student.ipynb"
@@ -66,22 +66,21 @@ def test_make_lab_opens_the_student_edition_in_the_learners_folder_trusted(start
     # A second start keeps the learner's work.
     first = root / cmd[-1]
     first.write_text(first.read_text().replace("# 00", "# 00 (mine)", 1))
-    assert lab.main(["--port", "0"]) == 0
+    assert main(["lab", "--port", "0"]) == 0
     assert "(mine)" in first.read_text()
 
 
 def test_the_instructor_edition_opens_with_the_switch(started):
-    assert lab.main(["--edition", "instructor", "--port", "0"]) == 0
+    assert main(["lab", "--edition", "instructor", "--port", "0"]) == 0
     (cmd,) = started
     assert Path(_flag(cmd, "ServerApp.root_dir")) == REPO and cmd[-1] == lab.FIRST_NOTEBOOK
 
 
 def _one_line_exit_2(capsys, *argv) -> str:
-    with pytest.raises(SystemExit) as stop:
-        lab.main(list(argv))
-    assert stop.value.code == 2
+    assert main(["lab", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("python -m labkit lab: error: "), err
     return err
 
 
@@ -115,15 +114,15 @@ def test_make_checks_the_edition_before_the_set_up(tmp_path):
     ours = [line for line in done.stderr.splitlines() if not line.startswith("make")]
     assert ours == [ours[0]] and "'teacher'" in ours[0] and "Traceback" not in done.stderr
     order = subprocess.run(["make", "-n", "lab"], cwd=REPO, capture_output=True, text=True, timeout=60).stdout
-    assert order.index("--check-only") < order.index("scripts/start_lab.py --edition")
+    assert order.index("-m labkit lab --check-only") < order.index("-m labkit lab --edition")
 
 
 def test_binder_opens_the_student_edition(tmp_path, monkeypatch):
     postbuild = (REPO / "binder" / "postBuild").read_text()
-    assert re.search(r"^python scripts/start_lab\.py --write-server-config student$", postbuild, re.M)
+    assert re.search(r"^python -m labkit setup server-config student$", postbuild, re.M)
     monkeypatch.setattr(lab, "LEARNER_FOLDER", tmp_path / "student")
     monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")
-    path = lab.write_server_config("student", tmp_path / "jupyter_server_config.d")
+    path = setup.write_server_config("student", tmp_path / "jupyter_server_config.d")
     config = json.loads(path.read_text())
     assert config["ServerApp"]["root_dir"] == str(tmp_path / "student")
     assert config["ServerApp"]["default_url"] == "/lab/tree/00_setup_and_tour_student.ipynb"
@@ -132,9 +131,9 @@ def test_binder_opens_the_student_edition(tmp_path, monkeypatch):
 
 def test_the_windows_route_opens_the_student_edition():
     windows = GUIDE.read_text().split("### Windows", 1)[1].split("###", 1)[0]
-    assert "scripts\\start_lab.py" in windows and "jupyter lab notebooks" not in windows
+    assert ".venv\\Scripts\\python -m labkit lab" in windows and "jupyter lab notebooks" not in windows
     readme = (REPO / "README.md").read_text()
-    assert ".venv\\Scripts\\python scripts\\start_lab.py" in readme
+    assert ".venv\\Scripts\\python -m labkit lab" in readme
 
 
 def test_the_browser_stage_finds_a_server_traceback_in_the_lab_log(tmp_path):

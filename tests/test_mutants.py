@@ -1,4 +1,4 @@
-"""The mutation check (`make mutants`, scripts/mutation_check.py) applies to the code as it is.
+"""The mutation check (`make mutants`, labkit/tools/mutants.py) applies to the code as it is.
 
 Running the mutants takes minutes and is not part of `make test`; this checks in a second what
 would stop it: each mutant's text must be found exactly once in its file (a refactor that moves
@@ -9,18 +9,14 @@ really change the file, and the tests that are to kill it must exist.
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from labkit.tools import mutants
+from labkit.tools.mutants import MUTANTS
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("mutation_check", ROOT / "scripts" / "mutation_check.py")
-mutation_check = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = mutation_check  # its dataclasses look their module up there
-_spec.loader.exec_module(mutation_check)
-MUTANTS = mutation_check.MUTANTS
 
 
 def test_the_mutants_have_distinct_names_and_cover_each_part_of_the_fix():
@@ -35,8 +31,8 @@ def test_each_mutants_text_is_found_exactly_once_in_its_file(mutant):
     source = (ROOT / mutant.path).read_text()
     assert source.count(mutant.old) == 1, (
         f"{mutant.name}: {mutant.old!r} occurs {source.count(mutant.old)} times in {mutant.path}; "
-        "update the mutant in scripts/mutation_check.py to the current source")
-    edited = mutation_check.mutated(mutant, source)
+        "update the mutant in labkit/tools/mutants.py to the current source")
+    edited = mutants.mutated(mutant, source)
     assert edited != source and mutant.new in edited
     ast.parse(edited, filename=mutant.path)  # a syntax error would be a harness error, not a kill
     assert mutant.backend in ("interpreter", "torch")
@@ -48,4 +44,4 @@ def test_a_mutant_whose_text_moved_is_refused_by_name():
     mutant = MUTANTS[0]
     for text in ("nothing of it here", mutant.old + "\n" + mutant.old):
         with pytest.raises(RuntimeError, match=f"mutant {mutant.name}: .* not once"):
-            mutation_check.mutated(mutant, text)
+            mutants.mutated(mutant, text)

@@ -153,6 +153,15 @@ def test_every_capitalised_markdown_file_named_in_the_repository_exists_in_it():
 
 # -- the two commands ------------------------------------------------------------------------------
 
+def test_scripts_holds_only_makes_own_helpers():
+    # Every other command is `python -m labkit COMMAND` (tests/test_cli.py checks that --help lists them).
+    scripts = sorted(name.removeprefix("scripts/") for name in checkout_files() if name.startswith("scripts/"))
+    assert scripts == ["README.md", "check_make_vars.py", "timed"]
+    makefile_scripts = set(re.findall(r"scripts/[\w.-]+", MAKEFILE + CI_RUN))
+    assert makefile_scripts == {"scripts/timed", "scripts/check_make_vars.py"}, makefile_scripts
+
+
+
 def test_readme_gives_exactly_the_two_commands_and_ci_runs_the_test_one():
     block = re.search(r"```sh\n(.*?)```", README, re.S)
     assert block, "README needs a ```sh block with the two commands"
@@ -300,16 +309,17 @@ def test_good_make_variables_pass_the_check_and_clean_needs_none(tmp_path):
 
 def test_the_make_check_knows_the_kits_backends_and_the_set_ups_torch_builds():
     import labkit.backends
+    from labkit.tools import setup
 
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import check_make_vars
-        import start_lab
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     assert check_make_vars.backends() == labkit.backends.BACKENDS
     assert all(check_make_vars.backend_problem(b) is None for b in labkit.backends.BACKENDS)
-    assert all(start_lab.torch_problem(t) is None for t in start_lab.TORCH_CHOICES)
+    assert all(setup.torch_problem(t) is None for t in setup.TORCH_CHOICES)
+    assert check_make_vars.torch_problem is setup.torch_problem
 
 
 # -- scripts/timed: stage times and the browser stage's skip ---------------------------------------
@@ -375,18 +385,12 @@ def test_a_background_stage_ends_when_the_make_beside_it_exits(tmp_path):
     assert leftover.strip() == ""
 
 
-# -- scripts/start_lab.py: make lab as root and not ------------------------------------------------
-
-def _start_lab():
-    spec = importlib.util.spec_from_file_location("start_lab", ROOT / "scripts" / "start_lab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+# -- python -m labkit lab: make lab as root and not ---------------------------------------------------
 
 @pytest.mark.parametrize("as_root", [False, True])
 def test_make_lab_passes_allow_root_only_to_root(as_root):
-    lab = _start_lab()
+    from labkit.tools import lab
+
     cmd = lab.lab_command("127.0.0.1", 8123, "tok", as_root=as_root, open_browser=False)
     assert ("--allow-root" in cmd) == as_root
     assert "--ServerApp.port=8123" in cmd and "--IdentityProvider.token=tok" in cmd and "--no-browser" in cmd

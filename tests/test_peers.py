@@ -1,6 +1,6 @@
 """The peers benchmark's CPU side: the check every peer passes before it is timed, the skip reasons a
 missing peer gets, the ratios the appendix prints, and the parsing of Nsight Compute's counts.
-(The timings themselves run on a GPU: ``python -m labkit.gpu --sections peers``.)"""
+(The timings themselves run on a GPU: ``python -m labkit gpu --sections peers``.)"""
 
 from __future__ import annotations
 

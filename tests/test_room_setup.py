@@ -1,9 +1,9 @@
 """Setting up a room: what `make lab` installs and from where, JupyterLab without its news prompt,
 and -- as the `room` stage of `make test` -- binder/ built offline from `make wheelhouse`.
 
-The first part runs in the unit stage: the choice of pip options (`--pip-source`: the CPU index on
-Linux, no index with a wheelhouse), the JupyterLab overrides as JupyterLab's own settings code reads
-them, and the wiring of the Makefile and binder/.
+The first part runs in the unit stage: the choice of pip options (`python -m labkit setup pip-source`:
+the CPU index on Linux, no index with a wheelhouse), the JupyterLab overrides as JupyterLab's own
+settings code reads them, and the wiring of the Makefile and binder/.
 
 The second part needs ``LABKIT_ROOM_WHEELHOUSE`` (the room stage sets it, after `make wheelhouse`
 filled that folder): it builds the environment repo2docker would build from binder/ alone, and
@@ -18,7 +18,6 @@ from the wheelhouse; where ``unshare --net`` works (root), pip runs with no netw
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -35,20 +34,13 @@ from pathlib import Path
 import pytest
 from checkout import checkout_files, git
 
+from labkit.__main__ import main
+from labkit.tools import lab, setup
+
 ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = (ROOT / "Makefile").read_text()
 POSTBUILD = ROOT / "binder" / "postBuild"
 BINDER_ENV = ROOT / "binder" / "environment.yml"
-
-
-def _load_start_lab():
-    spec = importlib.util.spec_from_file_location("start_lab_for_room_tests", ROOT / "scripts" / "start_lab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-lab = _load_start_lab()
 
 
 def _pin(name: str) -> str:
@@ -74,60 +66,60 @@ def _never(*_a, **_k):
 
 
 def test_linux_cpu_adds_the_cpu_index_when_pip_has_no_cpu_torch_on_disk():
-    args = lab.pip_source_args("cpu", platform="linux", installed=lambda: None, available=lambda pin: None,
+    args = setup.pip_source_args("cpu", platform="linux", installed=lambda: None, available=lambda pin: None,
                                unreachable=lambda url: None)
-    assert args == ["--extra-index-url", lab.TORCH_CPU_INDEX]
+    assert args == ["--extra-index-url", setup.TORCH_CPU_INDEX]
     # PyPI's build on disk (a wheelhouse made with TORCH=cuda) is not the CPU build: the index still.
-    args = lab.pip_source_args("cpu", platform="linux", installed=lambda: None,
+    args = setup.pip_source_args("cpu", platform="linux", installed=lambda: None,
                                available=lambda pin: pin, unreachable=lambda url: None)
-    assert args == ["--extra-index-url", lab.TORCH_CPU_INDEX]
+    assert args == ["--extra-index-url", setup.TORCH_CPU_INDEX]
 
 
 def test_linux_cpu_adds_no_index_where_the_cpu_build_is_on_disk_or_installed():
     pin = _pin("torch")
-    assert lab.pip_source_args("cpu", platform="linux", installed=lambda: None,
+    assert setup.pip_source_args("cpu", platform="linux", installed=lambda: None,
                                available=lambda p: p + "+cpu", unreachable=_never) == []
-    assert lab.pip_source_args("cpu", platform="linux", installed=lambda: pin + "+cpu",
+    assert setup.pip_source_args("cpu", platform="linux", installed=lambda: pin + "+cpu",
                                available=_never, unreachable=_never) == []
     # A download ignores what is installed: `make wheelhouse` must still fetch the CPU build.
-    assert lab.pip_source_args("cpu", platform="linux", for_download=True, installed=lambda: pin + "+cpu",
+    assert setup.pip_source_args("cpu", platform="linux", for_download=True, installed=lambda: pin + "+cpu",
                                available=lambda p: None, unreachable=lambda url: None) == [
-        "--extra-index-url", lab.TORCH_CPU_INDEX]
+        "--extra-index-url", setup.TORCH_CPU_INDEX]
 
 
 def test_an_unreachable_cpu_index_stops_the_set_up_with_the_two_ways_out():
     with pytest.raises(SystemExit) as stop:
-        lab.pip_source_args("cpu", platform="linux", installed=lambda: None, available=lambda pin: None,
+        setup.pip_source_args("cpu", platform="linux", installed=lambda: None, available=lambda pin: None,
                             unreachable=lambda url: "Name or service not known")
     message = str(stop.value)
-    assert lab.TORCH_CPU_INDEX in message and "Name or service not known" in message
+    assert setup.TORCH_CPU_INDEX in message and "Name or service not known" in message
     assert "TORCH=cuda" in message and "WHEELHOUSE=" in message
 
 
 def test_cuda_and_other_platforms_use_pips_own_configuration():
     for torch, platform in (("cuda", "linux"), ("cpu", "darwin"), ("cpu", "win32")):
-        assert lab.pip_source_args(torch, platform=platform, installed=_never, available=_never,
+        assert setup.pip_source_args(torch, platform=platform, installed=_never, available=_never,
                                    unreachable=_never) == []
     with pytest.raises(SystemExit, match="TORCH='rocm'"):
-        lab.pip_source_args("rocm", platform="linux")
+        setup.pip_source_args("rocm", platform="linux")
 
 
 def test_a_bad_torch_or_wheelhouse_is_one_line_and_exit_2_from_the_pip_source_question(tmp_path, capsys):
     for args, named in ((["--torch", "rocm"], "TORCH='rocm'"), (["--wheelhouse", str(tmp_path)], "no wheels there"),
                         (["--wheelhouse", str(tmp_path / "nowhere")], "no such folder")):
-        assert lab.main(["--pip-source", *args]) == 2
+        assert main(["setup", "pip-source", *args]) == 2
         out = capsys.readouterr()
         assert not out.out and len(out.err.strip().splitlines()) == 1, out.err
-        assert out.err.startswith("start_lab.py --pip-source: error: ") and named in out.err
+        assert out.err.startswith("python -m labkit setup: error: ") and named in out.err
         assert "choose" in out.err
 
 
 def test_a_wheelhouse_means_no_index_at_all(tmp_path):
     with pytest.raises(SystemExit, match="no wheels there"):
-        lab.pip_source_args("cpu", str(tmp_path), platform="linux")
+        setup.pip_source_args("cpu", str(tmp_path), platform="linux")
     (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")
     for torch in ("cpu", "cuda"):
-        assert lab.pip_source_args(torch, str(tmp_path), platform="linux", installed=_never, available=_never,
+        assert setup.pip_source_args(torch, str(tmp_path), platform="linux", installed=_never, available=_never,
                                    unreachable=_never) == ["--no-index", "--find-links", str(tmp_path.resolve())]
 
 
@@ -157,11 +149,11 @@ def only_these_links(tmp_path, monkeypatch):
 
 def test_pip_itself_tells_whether_the_cpu_build_is_on_disk(only_these_links):
     pin = _pin("torch")
-    assert lab.cpu_torch_without_index(pin) is None  # nothing there
+    assert setup.cpu_torch_without_index(pin) is None  # nothing there
     _fake_wheel(only_these_links, "torch", pin)  # PyPI's build, as a CUDA wheelhouse holds it
-    assert lab.cpu_torch_without_index(pin) == pin
+    assert setup.cpu_torch_without_index(pin) == pin
     _fake_wheel(only_these_links, "torch", pin + "+cpu")
-    assert lab.cpu_torch_without_index(pin) == pin + "+cpu"  # pip prefers it, as it will when installing
+    assert setup.cpu_torch_without_index(pin) == pin + "+cpu"  # pip prefers it, as it will when installing
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -174,20 +166,20 @@ def test_reachability_of_an_index_is_told_apart(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        assert lab.index_unreachable(f"http://127.0.0.1:{server.server_port}/", timeout=5) is None
+        assert setup.index_unreachable(f"http://127.0.0.1:{server.server_port}/", timeout=5) is None
     finally:
         server.shutdown()
         server.server_close()
     closed = server.server_port  # nothing listens there any more
     started = time.monotonic()
-    assert lab.index_unreachable(f"http://127.0.0.1:{closed}/", timeout=5)
+    assert setup.index_unreachable(f"http://127.0.0.1:{closed}/", timeout=5)
     assert time.monotonic() - started < 5
 
 
 def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands(tmp_path):
     (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")  # make checks WHEELHOUSE holds wheels first
     recipe = _make_dry_run("-W", "pyproject.toml", ".venv/.installed", "TORCH=cuda", f"WHEELHOUSE={tmp_path}")
-    assert f'--pip-source --torch "cuda" --wheelhouse "{tmp_path}"' in recipe
+    assert f'-m labkit setup pip-source --torch "cuda" --wheelhouse "{tmp_path}"' in recipe
     pip_lines = [line for line in recipe.splitlines() if " -m pip " in line and " install " in line]
     assert len(pip_lines) == 2 and all("$src" in line for line in pip_lines), pip_lines
     default = _make_dry_run("-W", "pyproject.toml", ".venv/.installed")
@@ -195,9 +187,9 @@ def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands(tmp_
 
 
 def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
-    assert '--make-wheelhouse "wheelhouse"' in _make_dry_run("wheelhouse")
+    assert '-m labkit setup wheelhouse "wheelhouse"' in _make_dry_run("wheelhouse")
     told = _make_dry_run("wheelhouse", "WHEELHOUSE=/tmp/wh", "TORCH=cuda")
-    assert '--make-wheelhouse "/tmp/wh" --torch "cuda"' in told
+    assert '-m labkit setup wheelhouse "/tmp/wh" --torch "cuda"' in told
     ignored = git("check-ignore", "-q", "wheelhouse/torch.whl")  # None: no git checkout to ask
     assert ignored is None or ignored.returncode == 0
 
@@ -205,7 +197,7 @@ def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
 def test_the_room_stage_builds_a_fresh_wheelhouse_and_runs_this_file_in_one_process():
     recipe = _make_dry_run("test-room")
     assert "rm -rf build/room-wheelhouse" in recipe
-    assert '--make-wheelhouse "build/room-wheelhouse" --torch cpu' in recipe
+    assert '-m labkit setup wheelhouse "build/room-wheelhouse" --torch cpu' in recipe
     assert "LABKIT_ROOM_WHEELHOUSE=build/room-wheelhouse" in recipe and "-p no:xdist" in recipe
     assert "tests/test_room_setup.py" in recipe
 
@@ -214,9 +206,9 @@ def test_the_wheelhouse_holds_what_pip_needs_to_build_the_kit():
     import tomllib
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert lab.build_requires() == pyproject["build-system"]["requires"]
+    assert setup.build_requires() == pyproject["build-system"]["requires"]
     installed_extras = re.search(r'-e "\.\[([a-z,]+)\]"', MAKEFILE).group(1)
-    assert lab.WHEELHOUSE_EXTRAS == installed_extras, "the wheelhouse must hold every extra make lab installs"
+    assert setup.WHEELHOUSE_EXTRAS == installed_extras, "the wheelhouse must hold every extra make lab installs"
 
 
 # -- JupyterLab without the news prompt --------------------------------------------------------------
@@ -294,7 +286,7 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
     monkeypatch.setattr(lab.os, "execv", lambda path, cmd: started.append(cmd))
     monkeypatch.setattr(lab.os, "chdir", lambda path: None)
     monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")  # the lab's signature database
-    lab.main(["--edition", "instructor", "--port", "8123"])  # the student edition: tests/test_learner_lab.py
+    main(["lab", "--edition", "instructor", "--port", "8123"])  # the student edition: tests/test_learner_lab.py
     (cmd,) = started
     assert "Open the lab at" in capsys.readouterr().out
     assert json.loads((tmp_path / "settings" / "overrides.json").read_text()) == lab.LAB_OVERRIDES
@@ -312,10 +304,10 @@ def test_postbuild_installs_the_lab_extra_with_the_cpu_index_and_writes_the_over
     text = POSTBUILD.read_text()
     assert os.access(POSTBUILD, os.X_OK), "repo2docker runs binder/postBuild only if it is executable"
     install = re.search(r"python -m pip install ([^\n]*\\\n)*[^\n]*", text).group(0)
-    assert f"--extra-index-url {lab.TORCH_CPU_INDEX}" in install
+    assert f"--extra-index-url {setup.TORCH_CPU_INDEX}" in install
     assert "-c requirements/ci.txt" in install and '-e ".[lab]"' in install
     assert "PIP_NO_INDEX" not in install and "--index-url" not in install.replace("--extra-index-url", "")
-    assert re.search(r"^python scripts/start_lab\.py --write-lab-overrides$", text, re.M)
+    assert re.search(r"^python -m labkit setup lab-overrides$", text, re.M)
 
 
 def _binder_python() -> str:

@@ -263,14 +263,9 @@ def test_bench_cpu_times_a_fresh_clone_with_the_browser_stage_required(monkeypat
 
 
 def _bench_cpu():
-    import importlib.util
-    import sys
+    from labkit.tools import bench_cpu
 
-    spec = importlib.util.spec_from_file_location("bench_cpu", ROOT / "scripts" / "bench_cpu.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # its dataclasses look their module up there
-    spec.loader.exec_module(bench)
-    return bench
+    return bench_cpu
 
 
 def test_bench_cpu_records_the_commit_a_fresh_clone_measured(tmp_path):

@@ -261,7 +261,7 @@ def test_the_gpu_section_reads_the_carried_trees_and_says_when_they_are_missing(
     missing = audit_releases()
     assert missing["trees"] == str(tmp_path)
     for version in releases.RELEASES:
-        assert "python -m labkit.upstream.fetch" in missing["releases"][version]["error"]
+        assert "python -m labkit upstream fetch" in missing["releases"][version]["error"]
     record = {"provenance": {"device": "NVIDIA H200", "date": "2026-12-02T00:00:00Z"}, "upstream_audit": missing}
     assert upstream_audit(record)["releases"] == missing["releases"]
     assert upstream_audit({"provenance": {}}) is None

@@ -1,28 +1,35 @@
-"""``python -m labkit hub start | stop | values``: the instructor's commands for a room on one server.
+"""``python -m labkit hub start | stop | values | bench | kernel-memory``: the instructor's commands
+for a room on one server.
 
-Parsing only here (it imports no JupyterHub, so ``python -m labkit --help`` works without the
-``hub`` extra); :mod:`labkit.classroom.control` does the work.
+Parsing only here (it imports no JupyterHub, so ``python -m labkit hub --help`` works without the
+``hub`` extra); :mod:`labkit.classroom.control` does the work, and ``bench`` and ``kernel-memory``
+are :mod:`labkit.classroom.bench`'s and :mod:`labkit.classroom.kernel_memory`'s own commands.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from labkit import paths
 from labkit.errors import LabkitInputError
 
-DEPLOY = paths.REPO / "deploy"
+DEPLOY = paths.PACKAGE / "classroom" / "deploy"
 VALUES_FILE = DEPLOY / "z2jh-values.yaml"
 TIME_SLICING_FILE = DEPLOY / "nvidia-time-slicing.yaml"
+# The measures behind the room's figures, as root: hub verb -> (its module, with its own main(argv); what it measures).
+MEASURES = {
+    "bench": ("labkit.classroom.bench", "how many learners one box holds: N learners run notebooks 00 and 01 at once"),
+    "kernel-memory": ("labkit.classroom.kernel_memory", "the smallest memory limit one learner's kernel needs"),
+}
 
 
-def add_parser(sub) -> None:
+def add_arguments(hub) -> None:
     from labkit.classroom import room
 
-    hub = sub.add_parser("hub", help="a JupyterHub for a room on one server (instructor; as root)",
-                         description="A JupyterHub for a room on this server: one system user, one JupyterLab and "
-                                     "one fresh student edition per learner, opened on notebook 00. "
-                                     "docs/INSTRUCTOR_GUIDE.md, 'One shared server', says more.")
+    hub.description = ("A JupyterHub for a room on this server: one system user, one JupyterLab and one fresh "
+                       "student edition per learner, opened on notebook 00. docs/INSTRUCTOR_GUIDE.md, 'One shared "
+                       "server', says more.")
     verbs = hub.add_subparsers(dest="hub_command", required=True)
     start = verbs.add_parser("start", help="create the learners, start the hub, print the logins; Ctrl-C closes it")
     start.add_argument("--learners", default="30", help=f"learners in the room, 1 to {room.MAX_LEARNERS} (default 30)")
@@ -46,7 +53,10 @@ def add_parser(sub) -> None:
     stop.add_argument("--state", default=None, help="the room's state folder (default build/hub)")
     values = verbs.add_parser("values", help="the Zero to JupyterHub (Kubernetes) values for the same room")
     values.add_argument("--write", action="store_true",
-                        help="write them to deploy/ (z2jh-values.yaml, nvidia-time-slicing.yaml)")
+                        help=f"write them to {DEPLOY.relative_to(paths.REPO)}/ (z2jh-values.yaml, "
+                             "nvidia-time-slicing.yaml)")
+    for name, (_, summary) in MEASURES.items():  # each parses its own arguments (hub bench --help)
+        verbs.add_parser(name, help=summary, add_help=False).set_defaults(passed_on=[])
 
 
 def _number(option: str, text: str, kind=int):
@@ -59,6 +69,9 @@ def _number(option: str, text: str, kind=int):
 def run(args) -> int:
     from labkit.classroom import control
 
+    if args.hub_command in MEASURES:
+        module, _ = MEASURES[args.hub_command]
+        return importlib.import_module(module).main(args.passed_on)
     try:
         if args.hub_command == "start":
             state = Path(args.state) if args.state else control.DEFAULT_STATE
@@ -96,11 +109,12 @@ VALUES_HEADER = """\
 # The server in the image is repo2docker's own jupyterhub-singleuser: check that its major version is
 # the chart's JupyterHub's (docker run --rm {image} jupyterhub-singleuser --version) before the room.
 # One GPU per node, shared by time-slicing: install NVIDIA's device plugin with
-# deploy/nvidia-time-slicing.yaml, which advertises each GPU as {replicas} `nvidia.com/gpu` replicas, so
-# {replicas} learners' servers (one replica each) share a node's GPU; each kernel holds itself to its
-# share of the GPU's memory (LABKIT_GPU_MEMORY_FRACTION). Time-slicing shares the GPU's time, not its
-# memory: the share is what keeps one learner from taking it all.
-#   helm upgrade --install room jupyterhub/jupyterhub --values deploy/z2jh-values.yaml
+# labkit/classroom/deploy/nvidia-time-slicing.yaml, which advertises each GPU as {replicas}
+# `nvidia.com/gpu` replicas, so {replicas} learners' servers (one replica each) share a node's GPU;
+# each kernel holds itself to its share of the GPU's memory (LABKIT_GPU_MEMORY_FRACTION).
+# Time-slicing shares the GPU's time, not its memory: the share is what keeps one learner from taking
+# it all.
+#   helm upgrade --install room jupyterhub/jupyterhub --values labkit/classroom/deploy/z2jh-values.yaml
 """
 
 
@@ -115,11 +129,12 @@ def render_values() -> str:
 
 
 TIME_SLICING_HEADER = """\
-# NVIDIA's device plugin (GPU operator) configuration for deploy/z2jh-values.yaml: each GPU is
-# advertised as {replicas} replicas of nvidia.com/gpu, one per learner's server, sharing its time.
+# NVIDIA's device plugin (GPU operator) configuration for labkit/classroom/deploy/z2jh-values.yaml:
+# each GPU is advertised as {replicas} replicas of nvidia.com/gpu, one per learner's server, sharing its
+# time.
 # Rendered from labkit/classroom/room.py by `python -m labkit hub values --write`. Apply it, then point the
 # operator at it:
-#   kubectl apply -f deploy/nvidia-time-slicing.yaml
+#   kubectl apply -f labkit/classroom/deploy/nvidia-time-slicing.yaml
 #   kubectl patch clusterpolicies.nvidia.com/cluster-policy -n gpu-operator --type merge \\
 #     -p '{{"spec": {{"devicePlugin": {{"config": {{"name": "labkit-time-slicing", "default": "any"}}}}}}}}'
 """

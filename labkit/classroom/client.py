@@ -3,7 +3,7 @@
 What a browser does, without one: the login form (with its XSRF token), the hub's REST API to
 start the server and get an API token, JupyterLab's REST API to start a kernel, and the kernel's
 websocket (Jupyter's messaging protocol, JSON over ``/api/kernels/<id>/channels``) to execute
-code and collect what it prints. tests/test_hub.py and scripts/bench_hub.py use it.
+code and collect what it prints. tests/test_hub.py and `python -m labkit hub bench` use it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def free_port() -> int:
 class RoomProcess:
     """`python -m labkit hub start` in a child process, as an instructor runs it in a terminal:
     wait until it says the room is open, read the logins from its root-only file, close it with
-    Ctrl-C (SIGINT). The instructor's side of tests/test_hub.py and scripts/bench_hub.py."""
+    Ctrl-C (SIGINT). The instructor's side of tests/test_hub.py and `python -m labkit hub bench`."""
 
     def __init__(self, state: Path, learners: int, *extra: str, cwd: Path | None = None):
         from labkit.classroom.room import ADMIN_USER

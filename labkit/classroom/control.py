@@ -205,7 +205,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     try:
         if not runtime.has_lab():
             _say("JupyterLab is not installed here: each learner gets the Jupyter server alone (its REST and kernel "
-                 "API, what JupyterLab talks to; no web page). Fine for scripts/bench_hub.py, not for a room.")
+                 "API, what JupyterLab talks to; no web page). Fine for `hub bench`, not for a room.")
         _say(f"room {this.room_id}: {learners} learners, {limits.memory_bytes / 2**30:.1f} GiB each, "
              f"GPU memory share {limits.gpu_memory_fraction:.3f}, idle servers culled after "
              f"{_duration(limits.idle_timeout_s)}; proxy: {proxy_line}")

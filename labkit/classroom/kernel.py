@@ -4,7 +4,8 @@ The room's kernel spec (:func:`labkit.classroom.runtime.room_kernel_spec`, found
 learners' ``JUPYTER_PATH`` under the name ``python3``) starts every learner's kernel as
 ``python -m labkit.classroom.kernel -f CONNECTION_FILE``. Before the first cell runs, the kernel
 holds itself to its GPU share, reports both limits in ``labkit.describe()``, and explains a memory
-error under its traceback (:mod:`labkit.classroom.limits`).
+error under its traceback (:mod:`labkit.classroom.limits`). That ``python -m`` line is the kernel
+spec's, never typed by anyone: the kit's commands are ``python -m labkit ...``.
 """
 
 from __future__ import annotations

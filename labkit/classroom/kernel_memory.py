@@ -9,8 +9,8 @@ record holds both). And numpy's OpenBLAS reserves buffers per thread: the room s
 ``OPENBLAS_NUM_THREADS=1`` (:func:`labkit.classroom.room.math_threads_env`), and this measure runs with
 the room's thread settings, and once with the threads left alone to show what that saves.
 
-    python -m labkit.classroom.kernel_memory            # print the figures for this machine
-    python -m labkit.classroom.kernel_memory --record   # and write labkit/data/hub/kernel_memory.json
+    python -m labkit hub kernel-memory            # print the figures for this machine
+    python -m labkit hub kernel-memory --record   # and write labkit/data/hub/kernel_memory.json
 
 The record holds one entry per torch build ("cpu", "cuda"); :data:`labkit.classroom.room.MIN_MEMORY_GIB`
 names each build's floor and a test checks the record's needs sit under it with room to spare.
@@ -34,7 +34,7 @@ from labkit.classroom import workload
 from labkit.classroom.limits import GPU_SHARE_ENV
 from labkit.classroom.room import math_threads_env, torch_build
 
-ROOT = paths.REPO
+PROG = "python -m labkit hub kernel-memory"
 RECORD = paths.DATA / "hub" / "kernel_memory.json"
 MIB = 2**20
 RESOLUTION_MIB = 16
@@ -82,7 +82,7 @@ def run_once(cells: list[str], env: dict[str, str], limit: int | None) -> dict:
         if limit:
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
-    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(cells), env=env, cwd=ROOT / "notebooks",
+    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(cells), env=env, cwd=paths.NOTEBOOKS,
                           capture_output=True, text=True, preexec_fn=preexec, timeout=1800)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("LABKIT_MEMORY ")), None)
     if line is None:  # died before it could say: an allocator's abort at import, a segfault
@@ -122,7 +122,7 @@ def measure(say=print) -> dict:
     the sampled peak with the threads left alone (what OPENBLAS_NUM_THREADS=1 saves)."""
     build = torch_build()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    cells = workload.cells(ROOT / "notebooks")
+    cells = workload.cells(paths.NOTEBOOKS)
     rows = []
     for threads in sorted({cores, 1}, reverse=True):
         env = {**thread_env(threads), **GPU_SHARE}
@@ -142,23 +142,23 @@ def _provenance() -> dict:
     import torch
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=paths.REPO, capture_output=True, text=True,
                                 check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"command": "python -m labkit.classroom.kernel_memory --record",
+    return {"command": f"{PROG} --record",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
             "machine": f"{len(os.sched_getaffinity(0))} cores ({cpu})" + (f", {gpu}" if gpu else ", no GPU"),
             "python": platform.python_version(), "torch": torch.__version__}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.classroom.kernel_memory",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--record", action="store_true", help=f"write {RECORD.relative_to(ROOT)} (this build's entry)")
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--record", action="store_true",
+                        help=f"write {RECORD.relative_to(paths.REPO)} (this build's entry)")
     args = parser.parse_args(argv)
     print(f"one learner's work under RLIMIT_DATA, torch build {torch_build()!r}:", flush=True)
     entry = measure(lambda text: print(text, flush=True))
@@ -168,9 +168,6 @@ def main(argv=None) -> int:
         RECORD.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
         if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
             shutil.copy(RECORD, Path(os.environ["OUT"]) / RECORD.name)
-        print(f"wrote {RECORD.relative_to(ROOT)}")
+        print(f"wrote {RECORD.relative_to(paths.REPO)}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,11 @@
-"""How many learners one box holds, as measured: the records of scripts/bench_hub.py, rendered
+"""How many learners one box holds, as measured: the records of ``python -m labkit hub bench``, rendered
 into docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->`` and ``<!-- gpu:hub-room -->``
 markers (labkit.docgen.blocks; tests/test_taught_numbers.py ties each block to its record).
 
     labkit/data/hub/cpu.json    this repository's CPU machine, N = 1, 4, 8
-    labkit/data/hub/h200.json   the H200 box, N = 1, 10, 30 (scripts/hub_gpu_box.sh)
+    labkit/data/hub/h200.json   the H200 box, N = 1, 10, 30 (labkit/classroom/gpu_box.sh)
 
-(Not in labkit/data/gpu/: every file there is a record of ``python -m labkit.gpu``.)
+(Not in labkit/data/gpu/: every file there is a record of ``python -m labkit gpu``.)
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _provenance(record: dict) -> str:
 def render_cpu() -> str:
     record = load("cpu")
     if record is None:
-        return "Not measured on a CPU machine yet: `scripts/bench_hub.py --learners 1,4,8 --record`, as root."
+        return "Not measured on a CPU machine yet: `python -m labkit hub bench --learners 1,4,8 --record`, as root."
     worst = max(record["rooms"], key=lambda r: r["learners"])
     return (f"On this repository's CPU machine, {worst['learners']} learners starting together saw their first "
             f"output within {worst['first_output_s']['worst']:.0f} s and finished notebook 00, notebook 01 and "
@@ -81,7 +81,7 @@ def render_cpu() -> str:
 def render_gpu() -> str:
     record = load("gpu")
     if record is None:
-        return ("Not measured on the H200 yet: `scripts/hub_gpu_box.sh` says what to carry to the box and runs "
+        return ("Not measured on the H200 yet: `labkit/classroom/gpu_box.sh` says what to carry to the box and runs "
                 "N = 1, 10 and 30 there; `python -m labkit docs --write` then renders the figures here.")
     rows = [r for r in record["rooms"] if not r["errors"]]
     best = max(rows, key=lambda r: r["learners"]) if rows else None

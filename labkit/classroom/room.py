@@ -3,8 +3,8 @@ are written.
 
 Both ways of running a room read this module: the one-box hub (:mod:`labkit.classroom.control`, a
 JupyterHub on this machine) and the Kubernetes chart values for a room past one box
-(:func:`z2jh_values`, shipped as ``deploy/z2jh-values.yaml``; a test checks that the shipped file
-is this module's rendering). Change a limit here and both follow.
+(:func:`z2jh_values`, shipped as ``labkit/classroom/deploy/z2jh-values.yaml``; a test checks that the
+shipped file is this module's rendering). Change a limit here and both follow.
 """
 
 from __future__ import annotations
@@ -163,7 +163,8 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
 
 # -- past one box: Zero to JupyterHub on Kubernetes -----------------------------------------------
 
-Z2JH_LEARNERS_PER_GPU = 30  # one GPU per node, time-sliced this many ways (deploy/nvidia-time-slicing.yaml)
+# One GPU per node, time-sliced this many ways (labkit/classroom/deploy/nvidia-time-slicing.yaml).
+Z2JH_LEARNERS_PER_GPU = 30
 
 
 def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:

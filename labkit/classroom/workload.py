@@ -1,7 +1,7 @@
 """What one learner runs when the room is measured: notebook 00, notebook 01, then 01's repro as
 ``python -m labkit repro`` runs it, printing one JSON line.
 
-Two measurements run it: scripts/bench_hub.py in each learner's kernel over a real hub (how many
+Two measurements run it: :mod:`labkit.classroom.bench` in each learner's kernel over a real hub (how many
 learners one box holds), and :mod:`labkit.classroom.kernel_memory` in one process under a data limit
 (the smallest memory limit a room may set).
 """

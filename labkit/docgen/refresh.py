@@ -121,9 +121,8 @@ def refresh(notebooks: bool = True, log=print) -> None:
 
 # -- the command ----------------------------------------------------------------------------------------
 
-def add_parser(sub) -> None:
-    cmd = sub.add_parser("refresh", help="render the docs, figures and record-reading notebooks from the records",
-                         description=__doc__.split("\n\n")[0])
+def add_arguments(cmd) -> None:
+    cmd.description = __doc__.split("\n\n")[0]
     cmd.add_argument("--check", action="store_true", help="change nothing: list the blocks that differ (exit 1)")
     cmd.add_argument("--skip-notebooks", action="store_true", help="blocks and figures only")
 

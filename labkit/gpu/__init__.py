@@ -1,4 +1,4 @@
-"""GPU measurements and the record they write (``python -m labkit.gpu --out DIR``).
+"""GPU measurements and the record they write (``python -m labkit gpu --out DIR``).
 
     timing.py           timing: L2 flush, CUDA-event medians, graphs holding one call, checkpoints
     records.py          provenance and the JSON record

@@ -1,34 +1,32 @@
-"""``python -m labkit.gpu``: run GPU sections and write their record.
+"""``python -m labkit gpu``: run GPU sections and write their record.
 
-    python -m labkit.gpu --out DIR [--sections kernel,race_blocks,...] [--quick] [--append]
-    python -m labkit.gpu --list
+    python -m labkit gpu --out DIR [--sections kernel,race_blocks,...] [--quick] [--append]
+    python -m labkit gpu --list
 
 prints a table per section and writes ``DIR/gpu_benchmarks.json``: provenance (device, driver,
 CUDA, torch and Triton versions, date, command, git commit), then one key per section. The record
 is rewritten after every section, so a section that fails (its error is recorded under its name)
 does not lose the others. Needs a CUDA device and the compiled Triton backend; without them it
-says so and exits with status 2.
+says so in one line and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import traceback
 from pathlib import Path
 
-from labkit.gpu.records import RECORD_NAME, command_line, provenance
+from labkit.errors import LabkitInputError
+from labkit.gpu.records import PROGRAM, RECORD_NAME, command_line, provenance
 from labkit.gpu.sections import SECTIONS, Section
 from labkit.records import add_command, section_stamp
 from labkit.records import read as read_record
 from labkit.records import write as write_record
 
-PROG = "python -m labkit.gpu"
-
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="GPU measurements of the lab kit's sampling path; "
+    parser = argparse.ArgumentParser(prog=PROGRAM, description="GPU measurements of the lab kit's sampling path; "
                                      "writes DIR/" + RECORD_NAME)
     parser.add_argument("--out", help="folder for " + RECORD_NAME + " (created if missing)")
     parser.add_argument("--sections", default=",".join(SECTIONS),
@@ -95,8 +93,7 @@ def _start_record(path: Path, append: bool, command: str) -> dict:
     return {"provenance": provenance(command), "peak_copy": peak_copy_bandwidth()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:
@@ -111,14 +108,12 @@ def main(argv: list[str] | None = None) -> int:
                      else "--sections names no section")
     problem = gpu_problem()
     if problem:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        return 2
+        raise LabkitInputError(problem)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        print(f"{PROG}: cannot create --out folder {out}: {err.strerror}", file=sys.stderr)
-        return 2
+        raise LabkitInputError(f"cannot create --out folder {out}: {err.strerror}") from None
     path = out / RECORD_NAME
     record = _start_record(path, args.append, command_line(argv))
     invocation = provenance(command_line(argv)) if args.append else record["provenance"]

@@ -1,5 +1,9 @@
 """What bounds the kit's call without q? Nsight Compute's instruction and byte counts, per element.
 
+An entry point of its own, not a command of ``python -m labkit``: ncu profiles the launches in a
+process of their own (``--launch``, which only ncu starts), and ``--ncu`` starts that process under
+ncu on the GPU box:
+
     python -m labkit.gpu.no_q_profile --launch ROWS VOCAB   the launches ncu watches (GPU)
     python -m labkit.gpu.no_q_profile --ncu OUT.json        run ncu on them and write the bound (GPU)
 

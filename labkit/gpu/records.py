@@ -13,7 +13,7 @@ import platform
 from labkit import records
 
 RECORD_NAME = "gpu_benchmarks.json"
-PROGRAM = "python -m labkit.gpu"
+PROGRAM = "python -m labkit gpu"
 TIMING_NOTE = ("CUDA events per iteration, median. kernel.ms: a CUDA graph holding one call, replayed with "
                "the L2 flushed (256 MiB write) before each replay (cold GPU time, no Python); "
                "kernel.eager_ms: the same calls launched from Python; kernel.graph_ms: warm replays of 20 "

@@ -1,5 +1,8 @@
 """One sampling launch with a padded row holding -1, for compute-sanitizer to watch.
 
+An entry point of its own because :mod:`labkit.gpu.sanitizer` runs it under compute-sanitizer, in
+a process of its own; nobody types it (the GPU measurements are ``python -m labkit gpu``):
+
     python -m labkit.gpu.sanitizer_probe fixed       the masked kernel (the fix): reads nothing out of bounds
     python -m labkit.gpu.sanitizer_probe fill_only   the unmasked kernel, checks off: reads temperature[-1]
                                                      and seeds[-1], stores q[-1]

@@ -1,7 +1,7 @@
 """A vLLM release's few audited files, fetched from the package registry with pip and cached under build/.
 
     fetch_release(version, trees=TREES) -> Path     build/vllm-trees/<version>/ (a tree audit-vllm reads)
-    python -m labkit.upstream.fetch [VERSION ...]   fetch the pinned releases (labkit.upstream.releases)
+    python -m labkit upstream fetch [VERSION ...]   fetch the pinned releases (labkit.upstream.releases)
 
 pip downloads the release's wheel (no dependencies, for CPython 3.12 on manylinux x86_64: the
 sampling kernel is pure Python, so any platform's wheel holds the same file) into a temporary
@@ -13,6 +13,7 @@ downloads nothing. Nothing here is ever committed (build/ is ignored).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -28,8 +29,8 @@ from labkit.upstream.loader import KERNEL_FILE, VERSION_FILE
 from labkit.upstream.releases import RELEASES
 from labkit.upstream.speculator_reading import SPEC_DECODE
 
-ROOT = paths.REPO
-TREES = ROOT / "build" / "vllm-trees"
+PROGRAM = "python -m labkit upstream fetch"
+TREES = paths.BUILD / "vllm-trees"
 MARKER = "FETCHED_FROM.json"
 PIP_PLATFORM = ("--python-version", "3.12", "--platform", "manylinux_2_28_x86_64")
 
@@ -116,16 +117,15 @@ def _download(version: str, trees: Path, timeout_s: int, log) -> Path:
     return folder
 
 
-def main(argv=None) -> int:
-    versions = list(sys.argv[1:] if argv is None else argv) or list(RELEASES)
-    for version in versions:
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description="Fetch vLLM releases' audited files into "
+                                     f"{TREES.relative_to(paths.REPO)}/ and print their folders.")
+    parser.add_argument("versions", nargs="*", metavar="VERSION",
+                        help=f"vLLM releases (default: the pinned ones, {', '.join(RELEASES)})")
+    for version in parser.parse_args(argv).versions or list(RELEASES):
         try:
             print(fetch_release(version, log=lambda m: print(m, file=sys.stderr)))
         except FetchError as err:
-            print(f"python -m labkit.upstream.fetch: {err}\n{err.pip_output}", file=sys.stderr)
+            print(f"{PROGRAM}: {err}\n{err.pip_output}", file=sys.stderr)
             return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

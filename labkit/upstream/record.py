@@ -1,9 +1,9 @@
 """The audit of the pinned releases as a record: the GPU section ``upstream_audit`` and its CPU twin.
 
     audit_releases(trees) -> dict     every pinned release found under `trees`, audited on this backend
-    python -m labkit.upstream.record  write CPU_RECORD (Triton's interpreter) from build/vllm-trees/
-    python -m labkit.upstream.record --merge-gpu FILE
-                                      take the section of a GPU run's record (``python -m labkit.gpu
+    python -m labkit upstream record  write CPU_RECORD (Triton's interpreter) from build/vllm-trees/
+    python -m labkit upstream record --merge-gpu FILE
+                                      take the section of a GPU run's record (``python -m labkit gpu
                                       --sections upstream_audit``) into labkit/data/gpu/h200.json
     load_cpu_record() -> dict | None  the committed CPU record
     verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
@@ -11,7 +11,7 @@
     renderers() / DOC                 the ``<!-- upstream:verdicts -->`` block of docs/VLLM_MAP.md,
                                       rendered from the records (``make refresh`` rewrites it)
 
-On the GPU box the same function runs compiled, as a section of ``python -m labkit.gpu``
+On the GPU box the same function runs compiled, as a section of ``python -m labkit gpu``
 (:mod:`labkit.gpu.sections`), from the extracted files the caller carries (``build/vllm-trees/``
 or ``LABKIT_VLLM_TREES``; the box has no network). Each release's entry keeps the tree's
 provenance (version, commit, the wheel's sha256), so the record says which code it ran.
@@ -48,7 +48,7 @@ def audit_releases(trees: Path | None = None) -> dict:
         tree = cached(version, folder)
         if tree is None:
             out["releases"][version] = {"error": f"no extracted files of vllm=={version} under {folder}: run "
-                                                 f"`python -m labkit.upstream.fetch` where the registry is "
+                                                 f"`python -m labkit upstream fetch` where the registry is "
                                                  f"reachable and carry {folder.name}/"}
             continue
         out["releases"][version] = audit_tree(tree).to_json()
@@ -71,7 +71,7 @@ def write_cpu_record(path: Path = CPU_RECORD, trees: Path | None = None) -> Path
     record = {"provenance": {"device": "cpu (Triton's interpreter)", "torch": torch.__version__,
                              "triton": triton.__version__, "python": platform.python_version(),
                              "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                             "command": "LABKIT_BACKEND=interpreter python -m labkit.upstream.record"},
+                             "command": "LABKIT_BACKEND=interpreter python -m labkit upstream record"},
               "upstream_audit": data}
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
@@ -140,7 +140,7 @@ def render_verdicts() -> str:
         parts.append(f"Compiled ({p.get('device')}, torch {p.get('torch')}, Triton {p.get('triton')}, "
                      f"{str(p.get('date'))[:10]}):\n\n```\n" + verdict_table(gpu) + "\n```")
     else:
-        parts.append("Compiled on a GPU: not recorded yet (`scripts/gpu_upstream_audit.sh`).")
+        parts.append("Compiled on a GPU: not recorded yet (`labkit/upstream/gpu_audit.sh`).")
     return "\n\n".join(parts)
 
 
@@ -165,7 +165,7 @@ def merge_gpu_run(run_file: Path, into: Path = GPU_RECORD) -> Path:
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m labkit.upstream.record", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m labkit upstream record", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trees", nargs="?", default=None, help="the extracted release files (default: "
                         f"${TREES_ENV} or build/vllm-trees)")

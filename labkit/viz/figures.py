@@ -62,7 +62,7 @@ def write_record_figures(outdir="figures", record: dict | None = None, *, data_d
     out.mkdir(parents=True, exist_ok=True)
     record = record if record is not None else load_record(data_dir=data_dir)
     if not record:
-        log("labkit figures: no GPU record in labkit/data/gpu/ (python -m labkit.gpu on a GPU makes one); "
+        log("labkit figures: no GPU record in labkit/data/gpu/ (python -m labkit gpu on a GPU makes one); "
             "plotting a CPU-measured figure instead, labelled as such")
         return [save_png(cpu_timing.plot_cpu_kernel(cpu_timing.cpu_record()), out / "timing_cpu_measured.png")]
     return [save_png(RECORD_FIGURES[name][1](record), out / name) for name in available_figures(record)]

@@ -1,6 +1,6 @@
 """Recorded GPU measurements: finding them, reading them, and the tables the kit computes from them.
 
-The records are JSON files written by ``python -m labkit.gpu`` on a GPU and kept in
+The records are JSON files written by ``python -m labkit gpu`` on a GPU and kept in
 ``labkit/data/gpu/``. Only this module reads them (the GPU package writes them), so the rest of
 the kit draws GPU results on any machine, the CPU included.
 
@@ -227,7 +227,7 @@ def race_block_entries(record: dict) -> list[dict]:
     """
     data = record.get("race_blocks") if isinstance(record, dict) else None
     if not data:
-        raise LabkitInputError("record has no 'race_blocks' section (python -m labkit.gpu records it on a GPU)")
+        raise LabkitInputError("record has no 'race_blocks' section (python -m labkit gpu records it on a GPU)")
     if isinstance(data, dict):
         entries = [data] if "vocab" in data else list(data.values())
     else:

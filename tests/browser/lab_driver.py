@@ -15,7 +15,6 @@ Nothing here downloads anything: the browser is the system's ``chromium`` packag
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -29,6 +28,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# `make lab`'s overrides and server flags: the test server uses the same ones, so the browser test
+# checks what a learner gets (no news prompt, no update checks).
+from labkit.tools import lab
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 # Flags that keep Debian's Chromium headless, quiet and offline in a container (as root, too):
@@ -88,16 +91,6 @@ LAB_SETTINGS = {
 NEWS_PROMPT = "official Jupyter news"
 
 
-def _start_lab():
-    """scripts/start_lab.py, whose overrides and server flags `make lab` uses: the test server uses
-    the same ones, so the browser test checks what a learner gets (no news prompt, no update checks)."""
-    path = Path(__file__).resolve().parents[2] / "scripts" / "start_lab.py"
-    spec = importlib.util.spec_from_file_location("start_lab_for_browser_tests", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 class LabServer:
     """``jupyter lab`` over a temporary copy of `notebooks`, on 127.0.0.1 with a random token."""
 
@@ -123,13 +116,12 @@ class LabServer:
             (settings / plugin / file).write_text(json.dumps(value))
         # make lab's defaults, in a settings folder of the test's own (make lab writes the same
         # overrides.json into the venv's): the announcements plugin reads them, the flags too.
-        start_lab = _start_lab()
         # Trusted as `make lab` trusts them: signed into a signature database of the server's own.
-        start_lab.trust_notebooks(sorted(self.root.glob("*.ipynb")), self.workdir / "lab-state")
+        lab.trust_notebooks(sorted(self.root.glob("*.ipynb")), self.workdir / "lab-state")
         app_settings = self.workdir / "app-settings"
         app_settings.mkdir(parents=True, exist_ok=True)
         if self.lab_overrides:
-            start_lab.write_lab_overrides(app_settings)
+            lab.write_lab_overrides(app_settings)
         env = dict(os.environ)
         env.update(JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"), JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
                    JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
@@ -138,8 +130,8 @@ class LabServer:
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
             f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
-            f"--LabApp.app_settings_dir={app_settings}", *start_lab.NO_NEWS_FLAGS,
-            *start_lab.trust_flags(self.workdir / "lab-state"),
+            f"--LabApp.app_settings_dir={app_settings}", *lab.NO_NEWS_FLAGS,
+            *lab.trust_flags(self.workdir / "lab-state"),
             "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -17,7 +17,7 @@ names another Chromium binary; ``LABKIT_BROWSER_NOTEBOOKS`` another notebook fol
 notebook that detaches every widget callback, so the slider moves and the figure does not; ``news``
 starts JupyterLab without `make lab`'s overrides, so its question about Jupyter news comes up.
 
-JupyterLab runs with the settings `make lab` gives it (scripts/start_lab.py): the first notebook
+JupyterLab runs with the settings `make lab` gives it (labkit/tools/lab.py): the first notebook
 must open without the question "Would you like to get notified about official Jupyter news?", the
 notebooks open trusted (a notebook's saved widgets render before it runs, not as their text), and
 the server's log must hold no traceback and no HTTP 5xx when the run is over.

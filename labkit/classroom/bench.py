@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How many learners one box holds: N learners run notebook 00 and 01's repro at the same moment.
 
 For each N (--learners 1,4,8): a real room (`python -m labkit hub start`, as root), N learners
@@ -11,7 +10,7 @@ their server and kernel together), and on a GPU the GPU memory per learner (the 
 allocator's peak) and whether every learner saw the corruption under the buggy graphs and 50 of
 50 right with the fix. A benchmark, not a test: it prints figures and asserts no speed.
 
-    sudo .venv/bin/python scripts/bench_hub.py --learners 1,4,8 [--record]
+    sudo .venv/bin/python -m labkit hub bench --learners 1,4,8 [--record]
 
 --record writes labkit/data/hub/cpu.json (labkit/data/hub/h200.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
@@ -34,12 +33,13 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from labkit import paths
+from labkit.classroom import room, workload
+from labkit.classroom.accounts import pids_of
+from labkit.classroom.client import Learner, RoomProcess
+from labkit.errors import LabkitInputError
 
-from labkit.classroom import room, workload  # noqa: E402
-from labkit.classroom.accounts import pids_of  # noqa: E402
-from labkit.classroom.client import Learner, RoomProcess  # noqa: E402
+PROG = "python -m labkit hub bench"
 
 
 def _peak_rss(uid: int) -> int:
@@ -135,7 +135,7 @@ def bench(n: int, extra: list[str]) -> dict:
     }
 
 
-def _provenance(args, extra) -> dict:
+def _provenance(args, argv: list[str], extra) -> dict:
     from importlib.metadata import version
 
     import torch
@@ -146,8 +146,10 @@ def _provenance(args, extra) -> dict:
                 if line.startswith("model name")), platform.processor())
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable
-    return {"command": f"{python} scripts/bench_hub.py {shlex.join(sys.argv[1:])} (as root)",
+    python = sys.executable
+    if python.startswith(str(paths.REPO)):
+        python = os.path.relpath(python, paths.REPO)
+    return {"command": f"{PROG.replace('python', python, 1)} {shlex.join(argv)} (as root)",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": args.commit,
             "machine": f"{len(os.sched_getaffinity(0))} cores ({cpu}), {memory_gib:.0f} GiB"
@@ -156,23 +158,23 @@ def _provenance(args, extra) -> dict:
             "jupyterhub": version("jupyterhub"), "labkit": labkit.__version__, "hub_args": extra}
 
 
-def _write_record(args, extra: list[str], rows: list[dict]) -> None:
+def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> None:
     import torch
 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
-    path = ROOT / "labkit" / "data" / "hub" / ("h200.json" if kind == "gpu" else "cpu.json")
+    path = paths.DATA / "hub" / ("h200.json" if kind == "gpu" else "cpu.json")
     if args.merge and path.exists():
         measured = {row["learners"] for row in rows}
         rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
                       key=lambda r: r["learners"])
-    path.write_text(json.dumps({"provenance": _provenance(args, extra), "rooms": rows}, indent=1) + "\n")
+    path.write_text(json.dumps({"provenance": _provenance(args, argv, extra), "rooms": rows}, indent=1) + "\n")
     if os.environ.get("OUT"):  # a lent GPU box: what is under $OUT comes back
         shutil.copy(path, Path(os.environ["OUT"]) / path.name)
-    print(f"wrote {path.relative_to(ROOT)}", flush=True)
+    print(f"wrote {path.relative_to(paths.REPO)}", flush=True)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", default="1,4,8", help="comma-separated room sizes (default 1,4,8)")
     parser.add_argument("--record", action="store_true",
                         help="write the record (labkit/data/hub/cpu.json or h200.json)")
@@ -183,13 +185,13 @@ def main(argv=None) -> int:
     parser.add_argument("--shared-note", default="", help="what else ran on the box (recorded with the figures)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
-        print("bench_hub: the hub creates a system user per learner: run it as root (sudo)", file=sys.stderr)
-        return 2
+        raise LabkitInputError("the hub creates a system user per learner: run it as root (sudo)")
     sizes = [int(x) for x in args.learners.split(",")]
     # The tree the figures come from, read before the runs (an edit during them would not be in it).
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=paths.REPO, capture_output=True,
+                            text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.REPO,
+                           capture_output=True, text=True).stdout.strip()
     args.commit = commit.strip() + ("+uncommitted changes" if dirty else "")
     extra = ["--proxy", args.proxy] + (["--memory", args.memory] if args.memory else [])
     rows = []
@@ -210,9 +212,6 @@ def main(argv=None) -> int:
               + " ".join(map(str, row["load_average"]["before"]))
               + (f"; ERRORS {row['errors']}" if row["errors"] else ""), flush=True)
         if args.record:  # after every size: a call cut short by its time limit keeps the sizes it measured
-            _write_record(args, extra, rows)
+            _write_record(args, argv, extra, rows)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

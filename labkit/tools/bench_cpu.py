@@ -1,11 +1,11 @@
 """How long the kit makes a CPU user wait: printed against the targets, never asserted.
 
-    python scripts/bench_cpu.py                      # the default repro and every notebook under nbval
-    python scripts/bench_cpu.py --only repro         # one part (repro, notebooks, make-test, fresh-clone)
-    python scripts/bench_cpu.py --notebooks 01,03    # some notebooks only
-    python scripts/bench_cpu.py --only fresh-clone   # `make test` in a fresh clone of HEAD, set-up included,
-                                                     # the browser stage required (no Chromium: it fails)
-    python scripts/bench_cpu.py --only repro --repeat 3    # the default repro three times
+    python -m labkit bench-cpu                      # the default repro and every notebook under nbval
+    python -m labkit bench-cpu --only repro         # one part (repro, notebooks, make-test, fresh-clone)
+    python -m labkit bench-cpu --notebooks 01,03    # some notebooks only
+    python -m labkit bench-cpu --only fresh-clone   # `make test` in a fresh clone of HEAD, set-up included,
+                                                    # the browser stage required (no Chromium: it fails)
+    python -m labkit bench-cpu --only repro --repeat 3    # the default repro three times
 
 Every run writes what it measured to the records in labkit/data/cpu/ (``--no-record``: print
 only): the notebooks' times to notebook_times.json (only when every notebook ran and passed; the
@@ -35,9 +35,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-NOTEBOOK_RECORD = REPO / "labkit" / "data" / "cpu" / "notebook_times.json"
-COMMAND_RECORD = REPO / "labkit" / "data" / "cpu" / "command_times.json"
+from labkit import paths
+
+PROG = "python -m labkit bench-cpu"
+NOTEBOOK_RECORD = paths.DATA / "cpu" / "notebook_times.json"
+COMMAND_RECORD = paths.DATA / "cpu" / "command_times.json"
 TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 360.0}
 # The stages `make test`'s target leaves out (a fresh clone's first run installs the venv first).
 MAKE_TEST_EXCLUDES = ("set-up",)
@@ -67,7 +69,8 @@ class Timing:
         return f"over by {counted - self.target_s:.0f} s"
 
 
-def _run(cmd: list[str], *, cwd: Path = REPO, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+def _run(cmd: list[str], *, cwd: Path = paths.REPO,
+         env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     return time.perf_counter() - start, done
@@ -120,14 +123,14 @@ def time_repro(extra: list[str]) -> Timing:
 
 
 def time_notebooks(prefixes: list[str] | None) -> list[Timing]:
-    paths = sorted((REPO / "notebooks").glob("*.ipynb"))
+    notebooks = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
     if prefixes:
-        paths = [p for p in paths if any(p.name.startswith(x) for x in prefixes)]
+        notebooks = [p for p in notebooks if any(p.name.startswith(x) for x in prefixes)]
     timings = []
-    for path in paths:
+    for path in notebooks:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                "--nbval-current-env", "--nbval-sanitize-with", "notebooks/sanitize.cfg",
-               str(path.relative_to(REPO))]
+               str(path.relative_to(paths.REPO))]
         took, done = _run(cmd)
         t = Timing(f"nbval {path.name}", took, TARGET_S["notebook"], done.returncode == 0, _last_line(done.stdout))
         print(f"  {t.what:<48} {t.seconds:7.1f} s  {t.verdict()}", flush=True)
@@ -179,7 +182,7 @@ def time_fresh_clone() -> list[Timing]:
     it fails instead of skipping), so the README's figure always includes it."""
     with tempfile.TemporaryDirectory(prefix="labkit-clone-") as tmp:
         clone = Path(tmp) / "labkit"
-        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+        subprocess.run(["git", "clone", "-q", str(paths.REPO), str(clone)], check=True)
         return time_make_test(clone, "make test (fresh clone)", LABKIT_REQUIRE_BROWSER="1")
 
 
@@ -194,7 +197,7 @@ def provenance(command: str, measured: dict | None = None) -> dict:
         triton_version = None
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
             "python": platform.python_version(), "torch": torch.__version__, "triton": triton_version,
-            "command": command, **(measured if measured is not None else commit_of(REPO))}
+            "command": command, **(measured if measured is not None else commit_of(paths.REPO))}
 
 
 def write_command_record(timings: list[Timing], command: str, path: Path = COMMAND_RECORD) -> Path:
@@ -242,8 +245,8 @@ def report(timings: list[Timing]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(DEFAULT_PARTS),
                         help=f"comma-separated parts among {', '.join(PARTS)} (default: {','.join(DEFAULT_PARTS)})")
     parser.add_argument("--notebooks", default="", help="comma-separated notebook prefixes, e.g. 01,03 (default: all)")
@@ -269,29 +272,26 @@ def main(argv: list[str] | None = None) -> int:
     if "notebooks" in parts:
         timings += time_notebooks([x.strip() for x in args.notebooks.split(",") if x.strip()] or None)
     if "make-test" in parts:
-        timings += time_make_test(REPO, "make test")
+        timings += time_make_test(paths.REPO, "make test")
     if "fresh-clone" in parts:
         timings += time_fresh_clone()
     print("\n" + report(timings))
     if args.record:
-        command = " ".join(["python scripts/bench_cpu.py", *(argv if argv is not None else sys.argv[1:])])
+        command = " ".join([PROG, *argv])
         runs = [t for t in timings if t.what.startswith("nbval ")]
         others = [t for t in timings if not t.what.startswith("nbval ")]
         if others:
             path = write_command_record(others, command)
-            print(f"wrote {path.relative_to(REPO)}; render the docs' blocks: python -m labkit docs --write")
+            print(f"wrote {path.relative_to(paths.REPO)}; render the docs' blocks: python -m labkit docs --write")
         if runs and (args.notebooks or not all(t.ok for t in runs)):
             print(f"not recording the notebooks: {NOTEBOOK_RECORD.name} needs every notebook run, and every one "
                   "passing", file=sys.stderr)
             return 1
         if runs:
             path = write_notebook_record(runs, command)
-            print(f"wrote {path.relative_to(REPO)}; render the guide's agendas: python -m labkit docs --write")
+            print(f"wrote {path.relative_to(paths.REPO)}; render the guide's agendas: python -m labkit docs --write")
     if args.json:
         record = {"machine": machine(), "timings": [asdict(t) for t in timings]}
         Path(args.json).write_text(json.dumps(record, indent=1))
     return 0 if all(t.ok for t in timings) else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The hub's benchmark on the GPU box (one H200, no network, no Node, no Jupyter packages).
 #
-# 1. Here, on a machine with PyPI: fetch the wheels deploy/gpu-box-wheels.txt lists (Python 3.12,
-#    x86-64) into .whl/ (gitignored; the device carries it beside the tree, 64 MiB in all):
-#        bash scripts/hub_gpu_box.sh download
+# 1. Here, on a machine with PyPI: fetch the wheels labkit/classroom/deploy/gpu-box-wheels.txt lists
+#    (Python 3.12, x86-64) into .whl/ (gitignored; the device carries it beside the tree, 64 MiB in all):
+#        bash labkit/classroom/gpu_box.sh download
 # 2. There, one device call per line (each within the device's 10 minutes), carry [".whl"]:
-#        bash scripts/hub_gpu_box.sh run 1,10
-#        bash scripts/hub_gpu_box.sh run 30
-#    Each call installs the wheels into /tmp/site, runs scripts/bench_hub.py as root with the
+#        bash labkit/classroom/gpu_box.sh run 1,10
+#        bash labkit/classroom/gpu_box.sh run 30
+#    Each call installs the wheels into /tmp/site, runs `python -m labkit hub bench` as root with the
 #    Python port of the proxy (no Node there) and merges its room sizes into
 #    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.
 # 3. Back here: python -m labkit docs --write renders the record into docs/INSTRUCTOR_GUIDE.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root
 PLATFORMS="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64
   --platform manylinux1_x86_64"
@@ -21,7 +21,7 @@ PLATFORMS="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 case "${1:-}" in
 download)
     rm -rf .whl && mkdir .whl
-    grep -v '^#' deploy/gpu-box-wheels.txt | sed 's/ *#.*//' > .whl/requirements.txt
+    grep -v '^#' labkit/classroom/deploy/gpu-box-wheels.txt | sed 's/ *#.*//' > .whl/requirements.txt
     # shellcheck disable=SC2086
     ${PYTHON:-python3} -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
         --python-version 3.12 --implementation cp $PLATFORMS -d .whl -r .whl/requirements.txt
@@ -35,10 +35,10 @@ run)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
     python3 -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
-    python3 scripts/bench_hub.py --learners "$sizes" --proxy python --memory 3G --record --merge \
+    python3 -m labkit hub bench --learners "$sizes" --proxy python --memory 3G --record --merge \
         --shared-note "the GPU box, nothing else running"
     if [ -n "${OUT:-}" ]; then cp labkit/data/hub/h200.json "$OUT/"; fi
     ;;
 *)
-    sed -n '2,17p' "$0"; exit 2 ;;
+    sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;  # the comment above
 esac

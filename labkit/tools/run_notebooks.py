@@ -4,7 +4,7 @@ For GPU boxes. There the padded and the live row race for the same q (docs/MECHA
 real vocabulary sizes q comes out a different patchwork of both on every run, so the corruption
 counts that nbval compares with the CPU's outputs legitimately differ. Usage:
 
-    python scripts/run_notebooks.py [notebooks/*.ipynb] [--timeout 600]
+    python -m labkit run-notebooks [notebooks/*.ipynb] [--timeout 600]
 
 Exit status 1 if any notebook had an error.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import sys
 import time
 
 import nbformat
@@ -21,7 +20,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 
-def run(path: str, timeout: int) -> str | None:
+def run_notebook(path: str, timeout: int) -> str | None:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": "notebooks"}})
     try:
@@ -31,20 +30,17 @@ def run(path: str, timeout: int) -> str | None:
     return None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit run-notebooks", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", default=sorted(glob.glob("notebooks/*.ipynb")))
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     failed = 0
     for path in args.paths:
         start = time.perf_counter()
-        error = run(path, args.timeout)
+        error = run_notebook(path, args.timeout)
         status = "ok" if error is None else f"ERROR: {error}"
         failed += error is not None
         print(f"{path:<50} {time.perf_counter() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

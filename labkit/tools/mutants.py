@@ -1,8 +1,8 @@
 """Mutation check: break each part of the fix on purpose and make sure a behavioural test notices.
 
-    python scripts/mutation_check.py            # every mutant (make mutants)
-    python scripts/mutation_check.py --list     # what each mutant changes
-    python scripts/mutation_check.py no-fill slot-gt-0
+    python -m labkit mutants            # every mutant (make mutants)
+    python -m labkit mutants --list     # what each mutant changes
+    python -m labkit mutants no-fill slot-gt-0
 
 Each mutant is one textual edit of the kit's source (a part of PR #47066's fix undone or bent),
 applied to a fresh copy of the tracked files in a temporary folder; the repository itself is never
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from labkit import paths
 
 # The guarded-memory tests first: a stray store lands in guard memory there and fails an assertion,
 # where the plain kernel tests would let it corrupt the heap (and abort the process).
@@ -91,10 +91,10 @@ MUTANTS = (
 
 def copy_tree(dest: Path) -> None:
     """Copy the tracked files (the clean state of the working tree) into `dest`."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True,
+    files = subprocess.run(["git", "-C", str(paths.REPO), "ls-files", "-z"], capture_output=True, check=True,
                            text=True).stdout.split("\0")
     for rel in filter(None, files):
-        src = ROOT / rel
+        src = paths.REPO / rel
         if src.is_file():
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ def check_copy_is_imported(tree: Path) -> None:
         raise RuntimeError(f"the copy's tests would import labkit from {where}, not from the copy")
 
 
-def run(mutants, log=print) -> list[dict]:
+def run_mutants(mutants, log=print) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="labkit-mutants-") as tmp:
         clean = Path(tmp) / "clean"
@@ -172,8 +172,8 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit mutants", description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = parser.parse_args(argv)
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
     chosen = [known[n] for n in args.names] if args.names else list(MUTANTS)
-    rows = run(chosen)
+    rows = run_mutants(chosen)
     print()
     print(table(rows))
     survivors = [r["mutant"] for r in rows if r["verdict"] != "killed"]
@@ -195,6 +195,3 @@ def main(argv=None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,300 @@
+"""``python -m labkit setup``: the set-up's questions; the Makefile and ``binder/postBuild`` ask them,
+and each prints its answer and exits.
+
+    python -m labkit setup pip-source [--torch cpu|cuda] [--wheelhouse DIR]   the pip options for installing the pins
+    python -m labkit setup wheelhouse DIR [--torch cpu|cuda] [--record]       download the pinned wheels into DIR
+    python -m labkit setup lab-overrides              JupyterLab's defaults for this Python (labkit.tools.lab)
+    python -m labkit setup server-config EDITION      a server started elsewhere (Binder) opens EDITION, trusted
+
+The Makefile asks ``pip-source`` before the venv holds any package, so this module imports nothing but
+the standard library and the kit's paths, errors and :mod:`labkit.tools.lab` (which import nothing
+else); scripts/check_make_vars.py checks TORCH and WHEELHOUSE with :func:`torch_problem` and
+:func:`wheelhouse_problem`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from labkit import paths
+from labkit.errors import LabkitInputError
+from labkit.tools import lab
+
+# -- the set-up: where pip takes the pinned packages from ------------------------------------------
+
+# PyPI's torch for Linux is the CUDA build (several GB of NVIDIA libraries); PyTorch's CPU index
+# holds `2.13.0+cpu`, which satisfies the pin `torch==2.13.0` and sorts above PyPI's `2.13.0`.
+# macOS and Windows wheels on PyPI are CPU builds already.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_CHOICES = ("cpu", "cuda")
+PINS = paths.REPO / "requirements" / "ci.txt"
+# What `make wheelhouse` downloads: the kit's dependencies with every extra `make lab` installs,
+# the build backend pip needs to install the kit itself from the clone, and pip.
+WHEELHOUSE_EXTRAS = "lab,test,browser,hub"
+
+
+def build_requires() -> list[str]:
+    """pyproject.toml's [build-system] requires (the kit is installed editable, so pip builds it)."""
+    import tomllib
+
+    return list(tomllib.loads((paths.REPO / "pyproject.toml").read_text())["build-system"]["requires"])
+
+
+def torch_pin() -> str:
+    for line in PINS.read_text().splitlines():
+        match = re.match(r"\s*torch\s*==\s*([^\s;#]+)", line)
+        if match:
+            return match.group(1)
+    raise SystemExit(f"{PINS} pins no torch")
+
+
+def cpu_torch_without_index(pin: str | None = None) -> str | None:
+    """The version of torch pip would install at the pin with no index at all (from the find-links
+    of pip's configuration: a wheelhouse, a folder of wheels on disk), or None. Asks pip itself
+    (``--dry-run``; it reads the wheel's metadata, it copies nothing)."""
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--no-deps",
+           "--quiet", "--disable-pip-version-check", "--report", "-", f"torch=={pin or torch_pin()}"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        report = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    versions = [item["metadata"]["version"] for item in report.get("install", [])
+                if item.get("metadata", {}).get("name", "").lower() == "torch"]
+    return versions[0] if versions else None
+
+
+def installed_torch() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def index_unreachable(url: str, timeout: float = 10.0) -> str | None:
+    """Why `url` cannot be reached (no name, no route, no answer within `timeout`), or None.
+    An answer of any kind, an HTTP error or a certificate pip may accept included, counts as reached."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, ssl.SSLError):
+            return None
+        return str(err.reason)
+    except (OSError, ValueError) as err:  # a timeout, a reset
+        return str(err) or type(err).__name__
+
+
+def torch_problem(torch: str) -> str | None:
+    """What is wrong with TORCH=`torch`, in one line, or None (scripts/check_make_vars.py asks too)."""
+    if torch in TORCH_CHOICES:
+        return None
+    return (f"TORCH={torch!r} is not a torch build the set-up knows; choose one of {', '.join(TORCH_CHOICES)} "
+            "(cpu, the default: the CPU build on Linux; cuda: PyPI's torch)")
+
+
+def wheelhouse_problem(wheelhouse: str) -> str | None:
+    """What is wrong with WHEELHOUSE=`wheelhouse` (a folder to install from), in one line, or None."""
+    folder = Path(wheelhouse).expanduser()
+    if folder.is_dir() and any(folder.glob("*.whl")):
+        return None
+    what = "no wheels there" if folder.is_dir() else ("a file, not a folder" if folder.exists() else "no such folder")
+    return (f"WHEELHOUSE={wheelhouse!r}: {what}; choose a folder of wheels that `make wheelhouse` filled "
+            "(on a machine with a network, same platform and Python), or leave WHEELHOUSE empty to install "
+            "from the indexes")
+
+
+def pip_source_args(torch: str = "cpu", wheelhouse: str | None = None, *, platform: str = sys.platform,
+                    for_download: bool = False, available=cpu_torch_without_index, installed=installed_torch,
+                    unreachable=index_unreachable) -> list[str]:
+    """The pip options that choose where the pinned packages come from.
+
+    * ``wheelhouse``: that folder alone, no index (``make lab WHEELHOUSE=DIR``, a room offline);
+    * ``torch="cuda"``, and any platform but Linux: pip's own configuration (PyPI);
+    * ``torch="cpu"`` on Linux: PyTorch's CPU index as an extra index -- unless pip can already
+      take the pinned CPU build without an index (a wheelhouse or a folder of wheels named in
+      pip's configuration) or, for an install (not `for_download`), torch is already installed at
+      the pin. Then no extra index: pip would
+      otherwise ask it about every package, and where it cannot be reached retry each one
+      (about 8 s a package, measured; see README). Where it is needed but cannot be reached, stop
+      and say what to do instead.
+    """
+    if wheelhouse:
+        problem = wheelhouse_problem(wheelhouse)
+        if problem:
+            raise SystemExit(problem)
+        return ["--no-index", "--find-links", str(Path(wheelhouse).expanduser().resolve())]
+    problem = torch_problem(torch)
+    if problem:
+        raise SystemExit(problem)
+    if torch == "cuda" or not platform.startswith("linux"):
+        return []
+    pin = torch_pin()
+    have = None if for_download else installed()
+    if have is not None and (have == pin or have.startswith(pin + "+")):
+        return []
+    local = available(pin)
+    if local is not None and local.endswith("+cpu"):
+        return []
+    why = unreachable(TORCH_CPU_INDEX)
+    if why is not None:
+        raise SystemExit(
+            f"The CPU build of torch comes from {TORCH_CPU_INDEX}, which cannot be reached from here ({why}).\n"
+            "  pip would retry it for every package. Instead:\n"
+            "    make lab TORCH=cuda             PyPI's torch (on Linux the CUDA build, several GB), or\n"
+            "    make lab WHEELHOUSE=DIR         wheels that `make wheelhouse` downloaded elsewhere.")
+    return ["--extra-index-url", TORCH_CPU_INDEX]
+
+
+# -- the set-up: a wheelhouse for a room without a good network ------------------------------------
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
+    """``pip download`` every pinned package ``make lab`` installs (for this machine's platform and
+    Python) into `dest`, printing what it fetches from the network and a summary; returns the summary."""
+    dest = Path(dest).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    source = pip_source_args(torch, for_download=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
+           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", *build_requires(), "pip"]
+    print(f"== wheelhouse: pip download into {dest} (TORCH={torch}; "
+          f"{' '.join(source) or 'the indexes of pip configuration'})", flush=True)
+    started = time.monotonic()
+    fetched: dict[str, list[str]] = {"network": [], "disk": [], "there": []}
+    saved = 0
+    proc = subprocess.Popen(cmd, cwd=paths.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    for line in proc.stdout:
+        line = line.rstrip()
+        tail = (tail + [line])[-40:]
+        if m := re.match(r"\s*Downloading (\S+\.whl) \(([^)]+)\)", line):
+            fetched["network"].append(m.group(1))
+            print(f"   downloading {m.group(1)} ({m.group(2)})", flush=True)
+        elif m := re.match(r"\s*Processing (/\S+\.whl)", line):
+            fetched["disk"].append(Path(m.group(1)).name)
+        elif m := re.match(r"\s*File was already downloaded (\S+)", line):
+            fetched["there"].append(Path(m.group(1)).name)
+        if line.startswith("Saved ") or "File was already downloaded" in line:
+            saved += 1
+            if saved % 25 == 0:
+                print(f"   {saved} wheels so far ({time.monotonic() - started:.0f} s)", flush=True)
+    if proc.wait() != 0:
+        print("\n".join(tail), file=sys.stderr)
+        raise SystemExit(f"pip download failed (exit {proc.returncode}); its last lines are above")
+    wheels = sorted(dest.glob("*.whl"))
+    size = {w.name: w.stat().st_size for w in wheels}
+    summary = {"wheels": len(wheels), "bytes": sum(size.values()), "seconds": round(time.monotonic() - started, 1),
+               **{k: sum(size.get(Path(n).name.replace("%2B", "+"), 0) for n in v) for k, v in fetched.items()}}
+    largest = sorted(size.items(), key=lambda kv: -kv[1])[:3]
+    print(f"== wheelhouse: {summary['wheels']} wheels, {_mb(summary['bytes'])} in {dest}, "
+          f"{summary['seconds']:.0f} s (network {_mb(summary['network'])}, local disk {_mb(summary['disk'])}, "
+          f"already there {_mb(summary['there'])}); largest: "
+          + ", ".join(f"{n.split('-')[0]} {_mb(s)}" for n, s in largest), flush=True)
+    shown = dest.relative_to(paths.REPO) if dest.is_relative_to(paths.REPO) else dest
+    print(f"   install from it with no index: make lab WHEELHOUSE={shown}", flush=True)
+    summary["largest"] = [[name.split("-")[0], n] for name, n in largest]
+    return summary
+
+
+DOWNLOADS_RECORD = paths.DATA / "cpu" / "downloads.json"
+
+
+def host_platform(torch: str = "cpu") -> str:
+    """The record's key for this machine's downloads: "linux-x86_64", "linux-x86_64-cuda", ..."""
+    import platform
+
+    return f"{sys.platform}-{platform.machine().lower()}" + ("-cuda" if torch == "cuda" else "")
+
+
+def record_downloads(summary: dict, torch: str, path: Path = DOWNLOADS_RECORD) -> Path:
+    """Write this machine's wheelhouse summary into the downloads record (README renders it); the
+    other platforms' entries stay."""
+    import platform
+
+    record = json.loads(path.read_text()) if path.exists() else {"platforms": {}}
+    record["platforms"][host_platform(torch)] = {
+        "bytes": summary["bytes"], "wheels": summary["wheels"], "from_disk_bytes": summary["disk"],
+        "largest": summary["largest"],
+        "provenance": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "python": platform.python_version(),
+                       "command": f"make wheelhouse TORCH={torch} RECORD=1 (python -m labkit setup wheelhouse)"}}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+# -- a server someone else starts (Binder, a JupyterHub built by repo2docker) ------------------------
+
+def server_config_dir() -> Path:
+    """Where this Python's Jupyter server reads its drop-in configuration files."""
+    return Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d"
+
+
+def write_server_config(edition: str, config_dir: Path | None = None) -> Path:
+    """For a server `python -m labkit lab` does not start (binder/postBuild): the edition's folder as the
+    server's root and its first notebook as the default page, the lab's signature database, and
+    its notebooks trusted. A launcher's own command line (a Binder ``urlpath``) still wins."""
+    root, first, notebooks = lab.open_edition(lab.check_edition(edition))
+    lab.trust_notebooks(notebooks)
+    notary = dict(arg[2:].split("=", 1) for arg in lab.trust_flags())
+    config = {"ServerApp": {"root_dir": str(root), "default_url": f"/lab/tree/{first}",
+                            "jpserver_extensions": {lab.QUIET_SOCKETS_EXTENSION: True}},
+              "NotebookNotary": {key.split(".", 1)[1]: value for key, value in notary.items()}}
+    path = (config_dir or server_config_dir()) / "labkit-edition.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+def add_arguments(parser) -> None:
+    verbs = parser.add_subparsers(dest="question", required=True)
+    source = verbs.add_parser("pip-source", help="print the pip options for installing the pins")
+    source.add_argument("--wheelhouse", default="", help="install from this folder alone, no index")
+    wheels = verbs.add_parser("wheelhouse", help="download the pinned wheels into DIR (make wheelhouse)")
+    wheels.add_argument("dir", metavar="DIR")
+    for verb in (source, wheels):
+        verb.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's)")
+    wheels.add_argument("--record", action="store_true",
+                        help=f"write its sizes into {DOWNLOADS_RECORD.relative_to(paths.REPO)}")
+    verbs.add_parser("lab-overrides", help="write JupyterLab's defaults (no news prompt, no update checks) for this "
+                                           "Python")
+    server = verbs.add_parser("server-config", help="make this Python's Jupyter server open EDITION, trusted")
+    server.add_argument("edition", metavar="EDITION", help="student or instructor")
+
+
+def run(args) -> int:
+    if args.question == "pip-source":
+        problem = torch_problem(args.torch) or (args.wheelhouse and wheelhouse_problem(args.wheelhouse))
+        if problem:  # one line and exit 2, as from the Makefile's own check of the same values
+            raise LabkitInputError(problem)
+        print(" ".join(pip_source_args(args.torch, args.wheelhouse or None)))
+    elif args.question == "wheelhouse":
+        problem = torch_problem(args.torch)
+        if problem:
+            raise LabkitInputError(problem)
+        summary = make_wheelhouse(Path(args.dir), args.torch)
+        if args.record:
+            path = record_downloads(summary, args.torch).relative_to(paths.REPO)
+            print(f"wrote {path}: python -m labkit docs --write")
+    elif args.question == "lab-overrides":
+        print(f"JupyterLab defaults (no news prompt, no update checks): {lab.write_lab_overrides()}")
+    else:
+        print(f"Jupyter server opens the {lab.check_edition(args.edition)} edition: "
+              f"{write_server_config(args.edition)}")
+    return 0
