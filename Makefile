@@ -33,7 +33,7 @@ ROOM_WHEELHOUSE := build/room-wheelhouse
 # Test processes per pytest stage (pytest-xdist): the CPUs this process may use, at most 4. Most
 # tests and notebooks spend their time in one Python thread (the Triton interpreter, the toy
 # models on one thread), so a worker per core runs the stage nearly that many times faster
-# (README's make-test block has the measured stages). `make test JOBS=1` runs everything in one
+# (docs/MAINTAINING.md's make-test block has the measured stages). `make test JOBS=1` runs everything in one
 # process, in file order.
 CPUS := $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)")
 JOBS ?= $(if $(filter 1 2 3,$(CPUS)),$(CPUS),4)
@@ -86,7 +86,7 @@ $(BIN)/python:
 # A room without a good network: every wheel `make lab` installs (this platform and Python; on
 # Linux the CPU torch unless TORCH=cuda), into WHEELHOUSE (default wheelhouse/, gitignored). Then,
 # on each machine, with no network: make lab WHEELHOUSE=wheelhouse. Prints what it fetched.
-# RECORD=1 also writes the sizes into labkit/data/cpu/downloads.json (README's download table).
+# RECORD=1 also writes the sizes into labkit/data/cpu/downloads.json (docs/MAINTAINING.md's table).
 wheelhouse: | $(BIN)/python
 	@$(BIN)/python -m labkit setup wheelhouse "$(or $(WHEELHOUSE),wheelhouse)" --torch "$(TORCH)" \
 		$(if $(filter 1,$(RECORD)),--record)

@@ -297,9 +297,9 @@ def test_readme_renders_a_make_test_record_of_a_commit_that_is_an_ancestor_of_he
     commit = prov.get("commit")
     assert commit, ("labkit/data/cpu/command_times.json's fresh-clone run names no commit: measure again on "
                     "the commit to ship, make bench-cpu ARGS=\"--only fresh-clone\", and commit the record")
-    shown = re.search(r"fresh clone of commit ([0-9a-f]{7,40})", blocks.rendered_in(DOCS["README.md"].read_text(),
-                                                                                     "cpu:make-test") or "")
-    assert shown and commit.startswith(shown.group(1)), "README.md's make-test block does not name the record's commit"
+    block = blocks.rendered_in(DOCS["docs/MAINTAINING.md"].read_text(), "cpu:make-test") or ""
+    shown = re.search(r"fresh clone of commit ([0-9a-f]{7,40})", block)
+    assert shown and commit.startswith(shown.group(1)), "MAINTAINING.md's make-test block does not name the commit"
     if git("rev-parse", "HEAD") is None:
         pytest.skip(no_git_reason() + f": the record's commit {commit[:7]} is named, its ancestry not checked")
     known = git("cat-file", "-e", f"{commit}^{{commit}}")

@@ -168,7 +168,7 @@ def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> 
         rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
                       key=lambda r: r["learners"])
     path.write_text(json.dumps({"provenance": _provenance(args, argv, extra), "rooms": rows}, indent=1) + "\n")
-    if os.environ.get("OUT"):  # a lent GPU box: what is under $OUT comes back
+    if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
         shutil.copy(path, Path(os.environ["OUT"]) / path.name)
     print(f"wrote {path.relative_to(paths.REPO)}", flush=True)
 

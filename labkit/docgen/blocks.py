@@ -32,7 +32,7 @@ from typing import Callable
 from labkit import paths
 
 ROOT = paths.REPO
-DOCUMENTS = ("README.md", "docs/INSTRUCTOR_GUIDE.md", "docs/MECHANICS.md", "docs/VLLM_MAP.md")
+DOCUMENTS = ("README.md", "docs/INSTRUCTOR_GUIDE.md", "docs/MECHANICS.md", "docs/VLLM_MAP.md", "docs/MAINTAINING.md")
 
 
 def documents() -> list[str]:

@@ -1,8 +1,8 @@
 """The measured numbers the kit teaches, rendered from its records (see :mod:`labkit.docgen.blocks`).
 
-Every block here is a function of a record and nothing else; README.md, docs/MECHANICS.md and
-docs/INSTRUCTOR_GUIDE.md hold its output between ``<!-- gpu:NAME -->`` / ``<!-- cpu:NAME -->``
-markers, and ``tests/test_taught_numbers.py`` keeps them equal.
+Every block here is a function of a record, of the code's constants (``const:``) or of a seeded,
+deterministic run (``run:``), and nothing else; the docs and the notebooks' markdown hold its output
+between ``<!-- KIND:NAME -->`` markers, and ``tests/test_taught_numbers.py`` keeps them equal.
 
     gpu:kernel          README: bandwidth (and against which copy), the mask's cost, torch, graphs, e2e
     gpu:race            README: the race in both recorded runs, and compute-sanitizer's three cases
@@ -10,8 +10,13 @@ markers, and ``tests/test_taught_numbers.py`` keeps them equal.
     gpu:fix-cost        docs/MECHANICS.md: what the mask costs, cold and warm
     gpu:race-guide      docs/INSTRUCTOR_GUIDE.md: the race numbers to say at notebook 04
     cpu:repro           README: the default repro's table and wall time, against the target
-    cpu:downloads       README: what a fresh `make lab` downloads, per platform
-    cpu:make-test       README: each stage of `make test` in a fresh clone, and the whole, against the target
+    cpu:downloads       docs/MAINTAINING.md: what a fresh `make lab` downloads, per platform
+    cpu:make-test       docs/MAINTAINING.md: each stage of `make test` in a fresh clone, and the whole
+    run:ablations       README: each part of the fix alone, from a seeded run of every mode
+    gpu:race-notebook   notebook 04: the race at both vocabularies, every run counted
+    gpu:early-exit      notebook 04: early exit in row order against this record
+    const:gpu-default   notebook 08: the compiled kernel's default launch
+    const:block-map     docs/VLLM_MAP.md: the block on each backend, the grid's row cap
 
 GPU numbers come from ``labkit/data/gpu/h200.json`` (read through :mod:`labkit.viz.gpu_records`),
 CPU times from ``labkit/data/cpu/command_times.json`` (written by ``make bench-cpu``). Ranges are
@@ -328,7 +333,7 @@ def _mb(n: float) -> str:
 
 
 def render_downloads(record: dict) -> str:
-    """README: what a fresh `make lab` downloads on each platform, and how each number was measured."""
+    """docs/MAINTAINING.md: what a fresh `make lab` downloads on each platform, and how each number was measured."""
     platforms = record["platforms"]
     rows = ["| platform | download | largest wheels | measured |", "| --- | --- | --- | --- |"]
     for key, name in PLATFORM_NAMES.items():
@@ -360,7 +365,7 @@ FRESH_CLONE = "make test (fresh clone)"
 
 
 def render_make_test(record: dict) -> str:
-    """README: the wall time of each stage of `make test` in a fresh clone, and of the whole command, and
+    """docs/MAINTAINING.md: the wall time of each stage of `make test` in a fresh clone, and of the whole command, and
     the commit that clone held (tests/test_taught_numbers.py checks it is an ancestor of HEAD)."""
     commands = record["commands"]
     whole = commands.get(FRESH_CLONE)
