@@ -579,6 +579,6 @@ def test_the_fresh_wheelhouse_is_the_size_the_readme_says():
     _say(f"wheelhouse: {len(wheels)} wheels, {total / 1e6:.1f} MB; the record says {expected['wheels']} wheels, "
          f"{expected['bytes'] / 1e6:.1f} MB")
     assert abs(total - expected["bytes"]) <= DOWNLOAD_TOLERANCE * expected["bytes"], (
-        "the download table (labkit/data/cpu/downloads.json, docs/MAINTAINING.md) no longer matches a fresh wheelhouse: "
-        "make wheelhouse RECORD=1, then python -m labkit docs --write")
+        "the download table (labkit/data/cpu/downloads.json, docs/MAINTAINING.md) no longer matches a fresh "
+        "wheelhouse: make wheelhouse RECORD=1, then make refresh")
     assert abs(len(wheels) - expected["wheels"]) <= 3  # a dependency or two of an unpinned one may come and go
