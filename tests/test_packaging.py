@@ -371,9 +371,13 @@ def test_a_background_stage_shows_its_output_and_status_when_waited_for_and_the_
 
 def test_a_background_stage_ends_when_the_make_beside_it_exits(tmp_path):
     log = tmp_path / "times.txt"
-    make = subprocess.Popen(["sleep", "2"])  # stands in for a make whose next stage fails
+    running = tmp_path / "stage-running"
+    # Stands in for a make whose next stage fails: it exits once the stage is running (on a loaded
+    # machine a Python start can take longer than any fixed wait).
+    make = subprocess.Popen(["sh", "-c", f"while [ ! -e {running} ]; do sleep 0.1; done"])
     # SIGINT first, as Ctrl-C, so that a pytest in the stage runs its teardown.
-    stage = "import time\ntry:\n    time.sleep(317)\nexcept KeyboardInterrupt:\n    print('teardown-ran')"
+    stage = (f"import pathlib, time\ntry:\n    pathlib.Path({str(running)!r}).touch()\n    time.sleep(317)\n"
+             "except KeyboardInterrupt:\n    print('teardown-ran')")
     begun = _timed("--background", str(make.pid), "long", sys.executable, "-c", stage, log=log)
     assert begun.returncode == 0
     make.wait()
