@@ -32,12 +32,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from labkit import paths
 from labkit.classroom import room, workload
 from labkit.classroom.accounts import pids_of
-from labkit.classroom.client import Learner, RoomProcess
 from labkit.errors import LabkitInputError
+
+if TYPE_CHECKING:
+    from labkit.classroom.client import Learner
 
 PROG = "python -m labkit hub bench"
 
@@ -83,6 +86,9 @@ def _loadavg() -> list[float]:
 
 
 def bench(n: int, extra: list[str]) -> dict:
+    # The hub extra's HTTP and websocket clients: imported where a room runs, so --help needs neither.
+    from labkit.classroom.client import Learner, RoomProcess
+
     with tempfile.TemporaryDirectory(prefix="labkit-bench-hub-") as tmp:
         os.chmod(tmp, 0o700)
         hub = RoomProcess(Path(tmp) / "state", n, *extra)
