@@ -132,7 +132,9 @@ PROBE = Path(__file__).resolve().parent / "probes" / "batch_invariance.py"
 def test_batch_invariance_at_every_thread_count():
     """Rows are bit-identical for any batch size at 1, 2, 4 and 8 torch threads, and the thread
     count itself changes no row (each count runs in its own process: torch fixes it at start)."""
-    env = {**os.environ, "LABKIT_BACKEND": "torch"}
+    # The kit of this checkout, installed or not (a GPU box runs the tests from a copy of the tree).
+    env = {**os.environ, "LABKIT_BACKEND": "torch",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PROBE.parents[2]), os.environ.get("PYTHONPATH")]))}
     runs = []
     for threads in (1, 2, 4, 8):
         out = subprocess.run([sys.executable, str(PROBE), str(threads)], capture_output=True, text=True,

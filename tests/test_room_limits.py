@@ -108,10 +108,12 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
     manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=120)
     try:
         out = []
-        client.execute_interactive("import labkit; print(labkit.describe())",
-                                   output_hook=lambda m: out.append(str(m["content"])), timeout=120)
-        client.execute_interactive("raise MemoryError()", output_hook=lambda m: out.append(str(m["content"])),
-                                   timeout=60)
+
+        def printed(message):
+            out.append(message["content"].get("text", ""))
+
+        client.execute_interactive("import labkit; print(labkit.describe())", output_hook=printed, timeout=120)
+        client.execute_interactive("raise MemoryError()", output_hook=printed, timeout=60)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

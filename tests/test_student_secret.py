@@ -299,7 +299,8 @@ def test_the_rest_of_the_student_path_runs_top_to_bottom(student, tmp_path):
     # nbval's conftest gives its kernels the CPU's default backend; this run then sets torch.
     (tmp_path / "conftest.py").write_text((NOTEBOOKS / "conftest.py").read_text()
                                           + '\nos.environ["LABKIT_BACKEND"] = "torch"  # test_student_secret.py\n')
-    env = dict(os.environ, LABKIT_ANSWERS=str(tmp_path / "answers"))
+    env = dict(os.environ, LABKIT_ANSWERS=str(tmp_path / "answers"),  # the kernels import this tree's labkit
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
                            "--nbval-lax", "--nbval-current-env", *differ],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
