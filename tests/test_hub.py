@@ -51,12 +51,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # Two learners: each isolation check needs one learner and another to reach for; a third would
 # add a server, a kernel and a user to start and remove, and check nothing the two do not.
 LEARNERS = 2
-# The smallest limit a room allows with this machine's torch build (labkit.classroom.room.MIN_MEMORY_GIB,
-# set from what a kernel was measured to need: labkit/data/hub/kernel_memory.json).
+# The smallest per-process limit a room allows with this machine's torch build
+# (labkit.classroom.room.MIN_MEMORY_GIB, set from what a kernel was measured to need:
+# labkit/data/hub/kernel_memory.json), and the learner's memory that gives it.
 MEMORY_GIB = room.min_memory_gib()
-MEMORY = f"{MEMORY_GIB:g}G"
+MEMORY = f"{MEMORY_GIB + room.SERVER_ALLOWANCE_GIB:g}G"
+DISK = "256M"
+LIMITS = room.limits_for(LEARNERS, memory=MEMORY, disk=DISK)
 # Each kernel's share of a GPU's memory in this room, as the room gives it (the kit prints it).
-SHARE = room.limits_for(LEARNERS, memory=MEMORY).gpu_memory_fraction
+SHARE = LIMITS.gpu_memory_fraction
 START_PAGE = room.start_url(runtime.has_lab())  # JupyterLab on 00, or 00 as a file where there is no JupyterLab
 
 
@@ -137,7 +140,8 @@ def check_each_learner_runs_notebook_00_while_one_goes_past_the_memory_limit(hub
         described = cells[0].text()
         # The kernel applied the room's limits at its start and labkit.describe() names them (cell 1 prints it).
         assert f"gpu_memory_share: {SHARE:.3f}" in described, described
-        assert f"memory_limit: {MEMORY_GIB:.1f} GiB" in described, described
+        assert (f"memory_limit: {LIMITS.memory_bytes / 2**30:.1f} GiB for all of this learner's processes (MEM_LIMIT), "
+                f"{MEMORY_GIB:.1f} GiB per process") in described, described
         # The routing table of notebook 00 (an NBVAL_CHECK_OUTPUT cell) printed what the instructor run stored.
         assert any("live requests -> graph of" in c.text() for c in cells), name
 
@@ -258,6 +262,8 @@ def check_a_learners_kernel_cannot_go_around_the_proxy(hub, learners):
             "        return urllib.request.build_opener(NoRedirect).open(url, timeout=20).status\n"
             "    except urllib.error.HTTPError as err:\n"
             "        return err.code\n"
+            "    except urllib.error.URLError:\n"
+            "        return 'unreachable'\n"
             "def environ(pid):\n"
             "    try:\n"
             "        open(f'/proc/{pid}/environ').read(); return 'read'\n"
@@ -270,7 +276,7 @@ def check_a_learners_kernel_cannot_go_around_the_proxy(hub, learners):
         kernel.close()
     assert probe.error is None, probe.error
     contents, kernels, env, secret = probe.text().split()
-    assert contents in ("302", "403") and kernels in ("302", "403"), probe.text()
+    assert contents in ("302", "403", "unreachable") and kernels in ("302", "403", "unreachable"), probe.text()
     assert env == "denied", probe.text()
     # Only A's own API token (under its two names); no proxy token, cookie secret or password.
     assert set(secret.split(",")) <= {"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"}, secret
@@ -332,7 +338,7 @@ def check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_pat
     """A second room of one, with the shortest idle timeout a room takes (10 s): the idle culler
     stops the learner's unused server. Then its JupyterHub dies (SIGKILL) under it: closing the room
     still ends the proxy and the culler the hub had started (each in a session of its own), and the user."""
-    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--idle-timeout",
+    small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--disk", DISK, "--idle-timeout",
                          f"{room.MIN_IDLE_TIMEOUT_S / 60:.3f}", cwd=ROOT)
     try:
         passwords = small.wait_open()
@@ -385,7 +391,8 @@ def test_a_room_of_two_learners_on_a_real_hub(tmp_path):
     # Ctrl-C must close the room all the same (hub start installs its own handler).
     inherited = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        hub = RoomProcess(tmp_path / "state", LEARNERS, "--memory", MEMORY, "--idle-timeout", "30", cwd=ROOT)
+        hub = RoomProcess(tmp_path / "state", LEARNERS, "--memory", MEMORY, "--disk", DISK, "--idle-timeout", "30",
+                          cwd=ROOT)
     finally:
         signal.signal(signal.SIGINT, inherited)
     try:
@@ -408,7 +415,7 @@ def test_the_guard_refuses_a_user_the_room_did_not_create(tmp_path):
     with pytest.raises(accounts.AccountError, match="refusing"):
         accounts.remove_learner("root", "0")
     with pytest.raises(accounts.AccountError, match="refusing"):
-        accounts.create_learner("root", "0")
+        accounts.create_learner("root", "0", 0)
     # A learner's name without this room's mark (made here by hand, as another tool might): refused too.
     name = room.learner_names(room.MAX_LEARNERS)[-1]
     if accounts.exists(name):

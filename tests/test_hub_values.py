@@ -14,7 +14,7 @@ import pytest
 yaml = pytest.importorskip("yaml")
 from traitlets.config import Config  # noqa: E402
 
-from labkit.classroom import cli, room  # noqa: E402
+from labkit.classroom import cli, groups, room  # noqa: E402
 from labkit.classroom.limits import GPU_SHARE_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,12 +22,15 @@ VALUES = ROOT / "labkit" / "classroom" / "deploy" / "z2jh-values.yaml"
 SLICING = ROOT / "labkit" / "classroom" / "deploy" / "nvidia-time-slicing.yaml"
 
 
-def _one_box_config(tmp_path, learners: int) -> Config:
+def _one_box_config(tmp_path, learners: int, **changes) -> Config:
     """The one-box hub's configuration for a room of `learners`, as labkit.classroom.control starts it."""
     limits = room.limits_for(learners, host_memory=learners * 8 * 2**30, cores=learners)
-    spec = {"state_dir": str(tmp_path), "learners": room.learner_names(learners), "public_url": "http://127.0.0.1:8000",
-            "hub_port": 8081, "proxy_api_port": 8001, "proxy_command": ["configurable-http-proxy"],
-            "learner_python": "python3", "hub_python": "python3", "limits": limits.to_json(), "learner_env": {}}
+    spec = {"state_dir": str(tmp_path), "room_id": "r1", "learners": room.learner_names(learners),
+            "bind_url": "http://127.0.0.1:8000", "public_url": "http://127.0.0.1:8000", "subdomains": False,
+            "tls": {"cert": None, "key": None}, "hub_port": 8081, "proxy_api_port": 8001,
+            "proxy_command": ["configurable-http-proxy"], "learner_python": "python3", "hub_python": "python3",
+            "limits": limits.to_json(), "hierarchy": groups.Hierarchy("none").to_json(), "private_folders": False,
+            "log_dir": str(tmp_path), "learner_env": {}, **changes}
     (tmp_path / "room.json").write_text(json.dumps(spec))
     config = Config()
     code = (ROOT / "labkit" / "classroom" / "jupyterhub_config.py").read_text()

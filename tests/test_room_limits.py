@@ -102,9 +102,10 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
 
     data = runtime.room_kernel_spec(tmp_path, sys.executable)
     spec = json.loads((data / "kernels" / "python3" / "kernel.json").read_text())
-    assert spec["argv"][1:3] == ["-m", "labkit.classroom.kernel"]
+    assert spec["argv"][1:5] == ["-P", "-s", "-m", "labkit.classroom.kernel"]
     monkeypatch.setenv("JUPYTER_PATH", str(data))  # where this process's kernel manager finds the spec
-    env = {**os.environ, limits.MEMORY_LIMIT_ENV: str(3 * 2**30), limits.GPU_SHARE_ENV: "0.5"}
+    env = {**os.environ, limits.MEMORY_LIMIT_ENV: str(3 * 2**30), limits.PROCESS_MEMORY_ENV: str(int(2.5 * 2**30)),
+           limits.GPU_SHARE_ENV: "0.5"}
     manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=120)
     try:
         out = []
@@ -118,8 +119,9 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
         client.stop_channels()
         manager.shutdown_kernel(now=True)
     text = "\n".join(out)
-    assert "'memory_limit': '3.0 GiB per process (MEM_LIMIT)'" in text, text
-    assert "this server's memory limit is 3.0 GiB" in text, text
+    said = "3.0 GiB for all of this learner's processes (MEM_LIMIT), 2.5 GiB per process"
+    assert f"'memory_limit': \"{said}\"" in text, text
+    assert "this server's memory limit is 2.5 GiB per process" in text, text
     plain = subprocess.run([sys.executable, "-c", "import labkit, sys; d = labkit.describe(); "
                             "print(sorted(d)); print(sorted(m for m in sys.modules if 'classroom' in m))"],
                            capture_output=True, text=True, env=env, timeout=120)

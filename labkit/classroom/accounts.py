@@ -7,12 +7,19 @@ mark in their comment field (GECOS) naming the room that made them; :func:`remov
 refuses to remove a user without that exact mark, so a room never removes an account it did not
 create, whatever its name.
 
+A user id is a key to files: a file a removed learner left in /tmp belongs to whoever gets that
+id next. So each learner gets an id that owns nothing on the box (:func:`free_id`: no account,
+no process, no file in the shared folders or at the top of /home), and removing a learner ends
+every process of theirs in one sweep (:func:`kill_all_of`) and removes what they own in the shared
+folders (:func:`remove_owned`) before the account goes.
+
 Passwords are generated per learner (:func:`new_password`) and kept only as salted scrypt hashes
 in a root-only file that the hub's authenticator reads (:mod:`labkit.classroom.auth`).
 """
 
 from __future__ import annotations
 
+import grp
 import hashlib
 import hmac
 import os
@@ -20,14 +27,17 @@ import pwd
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.classroom import sandbox
 from labkit.classroom.room import is_learner_name
 
 HOME_ROOT = Path("/home")
+LOGIN_DEFS = Path("/etc/login.defs")
 MARK_PREFIX = "labkit hub room "
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 
@@ -62,8 +72,55 @@ def exists(name: str) -> bool:
     return True
 
 
-def create_learner(name: str, room_id: str) -> Account:
-    """A new system user `name` with its own group and a home of mode 0700, marked as this room's."""
+def _login_def(name: str, default: int) -> int:
+    try:
+        for line in LOGIN_DEFS.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == name and parts[1].isdigit():
+                return int(parts[1])
+    except OSError:
+        pass
+    return default
+
+
+def owned_ids(folders=sandbox.SHARED_FOLDERS, home_root: Path = HOME_ROOT) -> set[int]:
+    """Every uid and gid that owns a process, a file in the shared folders, or an entry at the top of
+    `home_root`: ids a new account must not get."""
+    ids: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                info = entry.stat()
+            except OSError:
+                continue
+            ids.update((info.st_uid, info.st_gid))
+    for folder in folders:
+        for path in _walk(Path(folder)):
+            info = path.lstat()
+            ids.update((info.st_uid, info.st_gid))
+    if home_root.is_dir():
+        for path in home_root.iterdir():
+            info = path.lstat()
+            ids.update((info.st_uid, info.st_gid))
+    return ids
+
+
+def free_id(taken: set[int]) -> int:
+    """The lowest id from UID_MIN that is no user's, no group's and owns nothing (`taken`)."""
+    users = {e.pw_uid for e in pwd.getpwall()}
+    groups = {g.gr_gid for g in grp.getgrall()}
+    low, high = max(_login_def("UID_MIN", 1000), _login_def("GID_MIN", 1000)), _login_def("UID_MAX", 60000)
+    for candidate in range(low, high + 1):
+        if candidate not in users and candidate not in groups and candidate not in taken:
+            return candidate
+    raise AccountError(f"no user id from {low} to {high} is free of accounts, processes and files")
+
+
+def create_learner(name: str, room_id: str, uid: int, disk_bytes: int | None = None) -> Account:
+    """A new system user `name` with id `uid`, a group of the same id, and a home of mode 0700,
+    marked as this room's. With `disk_bytes` the home is a tmpfs of that size
+    (:func:`labkit.classroom.sandbox.mount_home`); either way it holds the learner's private
+    copies of the shared folders."""
     if not is_learner_name(name):
         raise AccountError(f"refusing to create {name!r}: not a learner name of this kit")
     if exists(name):
@@ -72,11 +129,17 @@ def create_learner(name: str, room_id: str) -> Account:
     home = HOME_ROOT / name
     if home.exists():
         raise AccountError(f"{home} already exists; a room gives each learner a fresh home")
-    _run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", "--user-group",
-          "--comment", room_mark(room_id), name])
+    _run(["groupadd", "--gid", str(uid), name])
+    _run(["useradd", "--uid", str(uid), "--gid", str(uid), "--no-create-home", "--home-dir", str(home),
+          "--shell", "/bin/bash", "--comment", room_mark(room_id), name])
+    if disk_bytes:
+        sandbox.mount_home(home, disk_bytes, uid, uid)
+    else:
+        home.mkdir(mode=0o700)
+        os.chown(home, uid, uid)
+        sandbox.make_private_folders(home, uid, uid)
     os.chmod(home, 0o700)
-    entry = pwd.getpwnam(name)
-    return Account(name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir))
+    return Account(name, uid, uid, home)
 
 
 def pids_of(uid: int) -> list[int]:
@@ -119,9 +182,65 @@ def end_processes(uid: int, grace_s: float = 5.0) -> int:
     return count
 
 
+def kill_all_of(uid: int, timeout_s: float = 20) -> None:
+    """SIGKILL every process of `uid` at once, again until none is left: a process running as `uid`
+    calls kill(-1), which signals every process that user may signal, with new processes held off
+    while it does (so one that re-forks cannot slip past, as it can between reading a pid and
+    signalling it)."""
+    kill = shutil.which("kill")
+    deadline = time.monotonic() + timeout_s
+    while pids_of(uid) and time.monotonic() < deadline:
+        if kill:
+            subprocess.run([kill, "-s", "KILL", "--", "-1"], user=uid, group=uid, extra_groups=[],
+                           capture_output=True)
+        else:
+            signal_until_gone(lambda: pids_of(uid), 0.5)
+        time.sleep(0.05)
+    if pids_of(uid):
+        raise AccountError(f"processes of uid {uid} still run after SIGKILL: {pids_of(uid)}")
+
+
+def _walk(folder: Path):
+    """Every entry under `folder`, top down, never following a link (an unreadable folder is skipped)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        yield Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(Path(entry.path))
+
+
+def remove_owned(uids: set[int], folders=sandbox.SHARED_FOLDERS) -> list[Path]:
+    """Remove what `uids` own in the shared folders (a folder of theirs with all in it; links
+    themselves, never what they point to). Returns what was removed."""
+    removed = []
+    for folder in folders:
+        todo = [Path(folder)]
+        while todo:
+            try:
+                entries = list(os.scandir(todo.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                path = Path(entry.path)
+                if info.st_uid in uids:
+                    if stat.S_ISDIR(info.st_mode):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+                    removed.append(path)
+                elif stat.S_ISDIR(info.st_mode):
+                    todo.append(path)
+    return removed
+
+
 def remove_learner(name: str, room_id: str) -> bool:
-    """Remove user `name`, its processes and its home, if this room created it. Returns False if there
-    is no such user; raises AccountError (and removes nothing) if the user is not this room's."""
+    """Remove user `name`, every process of theirs, what they own in the shared folders and their
+    home, if this room created it. Returns False if there is no such user; raises AccountError (and
+    removes nothing) if the user is not this room's."""
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -129,10 +248,18 @@ def remove_learner(name: str, room_id: str) -> bool:
     if not is_learner_name(name) or entry.pw_gecos != room_mark(room_id):
         raise AccountError(f"refusing to remove user {name!r}: it was not created by this room "
                            f"(its comment is {entry.pw_gecos!r}, not {room_mark(room_id)!r})")
-    end_processes(entry.pw_uid)
+    kill_all_of(entry.pw_uid)
+    remove_owned({entry.pw_uid})
     home = Path(entry.pw_dir)
-    _run(["userdel", "--remove", name])
-    # userdel leaves a home it could not empty; remove it only where this room put it.
+    if home == HOME_ROOT / name:
+        sandbox.unmount_home(home)
+    _run(["userdel", name])
+    try:
+        grp.getgrnam(name)
+        _run(["groupdel", name])
+    except KeyError:
+        pass
+    # Remove the home only where this room put it.
     if home.exists() and home == HOME_ROOT / name:
         shutil.rmtree(home)
     return True

@@ -37,9 +37,22 @@ def add_arguments(hub) -> None:
     start.add_argument("--ip", default="127.0.0.1",
                        help="the address learners connect to (default 127.0.0.1: reach it through an SSH tunnel, or "
                             "give the box's address behind a TLS-terminating proxy)")
+    start.add_argument("--public-url", default=None,
+                       help="the address learners type, where a TLS front forwards to --ip:--port (e.g. "
+                            "https://room.example.org; default: http://IP:PORT)")
+    start.add_argument("--subdomains", action="store_true",
+                       help="give each learner's server an origin of its own, <learner>.<name of --public-url>: "
+                            "needs a wildcard DNS name and certificate (the guide says why strangers need it)")
+    start.add_argument("--tls-cert", default=None, help="the certificate the proxy serves HTTPS with (with --tls-key)")
+    start.add_argument("--tls-key", default=None, help="the certificate's private key (root-only file)")
     start.add_argument("--memory", default=None,
-                       help=f"memory limit per learner, e.g. 3G (default: {room.DEFAULT_MEMORY_GIB:g} GiB, or the "
-                            "box's memory shared out if less)")
+                       help=f"memory per learner, all their processes together, e.g. 3G (default: "
+                            f"{room.DEFAULT_MEMORY_GIB:g} GiB, or the box's memory shared out if less); each process "
+                            f"gets {room.SERVER_ALLOWANCE_GIB:g} GiB less")
+    start.add_argument("--disk", default=None,
+                       help=f"each learner's files, counted in their memory (default {room.DEFAULT_DISK_GIB:g}G)")
+    start.add_argument("--processes", default=str(room.DEFAULT_TASKS),
+                       help="processes and threads per learner (default %(default)s)")
     start.add_argument("--gpu-share", default=None,
                        help=f"each kernel's share of the GPU's memory, in (0, 1] (default {room.GPU_SHARED_PART} / "
                             "learners)")
@@ -79,7 +92,9 @@ def run(args) -> int:
                           memory=args.memory,
                           gpu_share=None if args.gpu_share is None else _number("--gpu-share", args.gpu_share, float),
                           idle_timeout_s=int(_number("--idle-timeout", args.idle_timeout, float) * 60),
-                          proxy=args.proxy, state_dir=state)
+                          proxy=args.proxy, state_dir=state, disk=args.disk,
+                          tasks=_number("--processes", args.processes), public_url=args.public_url,
+                          subdomains=args.subdomains, tls_cert=args.tls_cert, tls_key=args.tls_key)
             return 0
         if args.hub_command == "stop":
             print(control.stop(Path(args.state) if args.state else control.DEFAULT_STATE))

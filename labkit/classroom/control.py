@@ -1,14 +1,17 @@
 """Start a room's hub, and stop it leaving nothing behind: ``python -m labkit hub start|stop``.
 
-``start`` (as root) creates one system user per learner with a fresh student edition in their
-home, writes the room's secrets into a root-only state folder (mode 0700: passwords as hashes,
-the hub's database, cookie secret and log), starts JupyterHub with the room's configuration
-(:mod:`labkit.classroom.jupyterhub_config`) and prints each learner's login and the instructor's to
-this terminal only (and into ``credentials.txt`` in the state folder, mode 0600). It then waits:
-Ctrl-C, SIGTERM or ``hub stop`` from another terminal tears the room down -- the hub stops every
-learner's server and its proxy, any process left of a learner's user is ended by its pid, and
-the users and their homes are removed. A user is removed only if it carries this room's mark
-(:mod:`labkit.classroom.accounts`).
+``start`` (as root) asks the box which limits it can enforce and prints them, one line each
+(:mod:`labkit.classroom.enforcement`); creates one system user per learner, with an id that owns
+nothing on the box, a control group (:mod:`labkit.classroom.groups`) and a fresh student edition
+in their home; writes the room's secrets into a root-only state folder (mode 0700: passwords as
+hashes, the hub's database, cookie secret and log; each learner's server log beside them); starts
+JupyterHub with the room's configuration (:mod:`labkit.classroom.jupyterhub_config`) and prints
+each learner's login and the instructor's to this terminal only (and into ``credentials.txt`` in
+the state folder, mode 0600). It then waits: Ctrl-C, SIGTERM or ``hub stop`` from another terminal
+tears the room down -- the hub stops every learner's server and its proxy, each learner's group is
+frozen and killed whole, every process left of their uid is killed in one sweep, what they own in
+the shared folders is removed, and so are the users, their homes and their groups. A user is
+removed only if it carries this room's mark (:mod:`labkit.classroom.accounts`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import paths
-from labkit.classroom import accounts, room, runtime
+from labkit.classroom import accounts, enforcement, groups, kernel, room, runtime, sandbox
 from labkit.errors import LabkitInputError
 
 KIT_ROOT = paths.REPO
@@ -85,6 +88,7 @@ class Room:
     # (pid, start time) of the proxy and services the hub started, as last seen: each runs in a
     # session of its own, and outlives a hub that is killed unless the room ends it.
     below_hub: list = field(default_factory=list)
+    hierarchy: dict = field(default_factory=dict)  # groups.Hierarchy.to_json(): where the learners' groups are
 
     @property
     def state_file(self) -> Path:
@@ -93,7 +97,7 @@ class Room:
     def save(self) -> None:
         data = {"room_id": self.room_id, "learners": self.learners, "public_url": self.public_url,
                 "pid": self.pid, "hub_pid": self.hub_pid, "created": self.created,
-                "below_hub": [list(p) for p in self.below_hub]}
+                "below_hub": [list(p) for p in self.below_hub], "hierarchy": self.hierarchy}
         _private_write(self.state_file, json.dumps(data, indent=1))
 
     @classmethod
@@ -118,6 +122,15 @@ def _alive(pid: int) -> bool:
         return True
     fields = _proc_stat(pid)
     return fields is None or fields[0] not in ("Z", "X")  # no /proc (not Linux): the signal's answer stands
+
+
+def _loopback(ip: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return ip == "localhost"
 
 
 def _require_root(what: str) -> None:
@@ -153,7 +166,9 @@ def credentials_text(url: str, logins: dict[str, str]) -> str:
 def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str | None = None,
           gpu_share: float | None = None, idle_timeout_s: int = room.DEFAULT_IDLE_TIMEOUT_S,
           proxy: str = "auto", state_dir: Path = DEFAULT_STATE, foreground: bool = True,
-          quiet_credentials: bool = False) -> Room:
+          quiet_credentials: bool = False, disk: str | None = None, tasks: int = room.DEFAULT_TASKS,
+          public_url: str | None = None, subdomains: bool = False, tls_cert: str | None = None,
+          tls_key: str | None = None) -> Room:
     """Start a room and (foreground) wait until it is stopped, then tear it down. Returns the Room."""
     _require_root("start")
     try:
@@ -164,7 +179,9 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     from labkit.classroom.proxy import proxy_command
 
     names = room.learner_names(learners)
-    limits = room.limits_for(learners, memory=memory, gpu_share=gpu_share, idle_timeout_s=idle_timeout_s)
+    limits = room.limits_for(learners, memory=memory, gpu_share=gpu_share, idle_timeout_s=idle_timeout_s,
+                             disk=disk, tasks=tasks)
+    bind_url, public_url = room.addresses(ip, port, public_url, subdomains, tls_cert, tls_key)
     state_dir = Path(state_dir).resolve()
     old = Room.load(state_dir)
     if old is not None and (_alive(old.pid) or accounts.room_users(old.room_id)):
@@ -185,7 +202,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     shutil.rmtree(state_dir, ignore_errors=True)
     state_dir.mkdir(parents=True, mode=0o700)
     os.chmod(state_dir, 0o700)
-    public_url = f"http://{ip}:{port}"
+    (state_dir / "logs").mkdir(mode=0o700)
     this = Room(state_dir=state_dir, room_id=secrets.token_hex(6), learners=names, public_url=public_url,
                 pid=os.getpid())
     this.save()
@@ -209,17 +226,42 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         _say(f"room {this.room_id}: {learners} learners, {limits.memory_bytes / 2**30:.1f} GiB each, "
              f"GPU memory share {limits.gpu_memory_fraction:.3f}, idle servers culled after "
              f"{_duration(limits.idle_timeout_s)}; proxy: {proxy_line}")
+        if not bind_url.startswith("https://") and not public_url.startswith("https://") and not _loopback(ip):
+            _say(f"WARNING: the room listens on {ip} without TLS: logins travel in the clear. Put a TLS front "
+                 "before it (docs/INSTRUCTOR_GUIDE.md, 'A room on a public address') or give --tls-cert/--tls-key.")
         RUNTIME_DIR.mkdir(parents=True, exist_ok=True)
         python, python_env = runtime.learner_python(RUNTIME_DIR)
         kit = runtime.kit_copy(RUNTIME_DIR)
         template = RUNTIME_DIR / "learner-folder"
         shutil.rmtree(template, ignore_errors=True)
         runtime.build_learner_folder(template)
+
+        hierarchy = groups.detect()
+        try:
+            hierarchy.prepare(this.room_id)
+        except groups.GroupError as err:
+            hierarchy = groups.Hierarchy("none", why_not=str(err))
+        this.hierarchy = hierarchy.to_json()
+        this.save()
+        mount_refusal = sandbox.can_mount()
+        network_refusal = enforcement.kernel_network_refusal(python)
+        survey = enforcement.survey(limits, hierarchy, mount_refusal, network_refusal, enforcement.gpu_state(),
+                                    public_url, subdomains)
+        _say("what this box enforces for each learner:\n" + "\n".join(line.text() for line in survey))
+        _private_write(state_dir / "enforced.json", json.dumps([line.to_json() for line in survey], indent=1))
+
         logins = {room.ADMIN_USER: accounts.new_password()}
+        owned = accounts.owned_ids()
+        group_limits = groups.GroupLimits(limits.memory_bytes, limits.tasks)
         for name in names:
             this.created.append(name)  # before useradd: a crash in between still tears it down
             this.save()
-            account = accounts.create_learner(name, this.room_id)
+            uid = accounts.free_id(owned)
+            owned.add(uid)
+            account = accounts.create_learner(name, this.room_id, uid,
+                                              disk_bytes=None if mount_refusal else limits.disk_bytes)
+            if hierarchy.version in ("v1", "v2"):
+                hierarchy.create(this.room_id, name, group_limits)
             folder = account.home / room.LEARNER_FOLDER
             shutil.copytree(template, folder)
             for path in [folder, *folder.rglob("*")]:
@@ -228,14 +270,17 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         _private_write(state_dir / "passwords.json",
                        json.dumps({n: accounts.hash_password(p) for n, p in logins.items()}))
         spec = {
-            "state_dir": str(state_dir), "learners": names, "public_url": public_url,
+            "state_dir": str(state_dir), "room_id": this.room_id, "learners": names, "bind_url": bind_url,
+            "public_url": public_url, "subdomains": subdomains, "tls": {"cert": tls_cert, "key": tls_key},
             "hub_port": _free_port(), "proxy_api_port": _free_port(), "proxy_command": proxy_cmd,
             "learner_python": python, "hub_python": sys.executable, "limits": limits.to_json(),
-            "lab": runtime.has_lab(),
+            "lab": runtime.has_lab(), "hierarchy": hierarchy.to_json(), "private_folders": not mount_refusal,
+            "log_dir": str(state_dir / "logs"),
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
                 "PYTHONPATH": os.pathsep.join([str(kit), *runtime.hub_pythonpath(KIT_ROOT)]),
                 **python_env, **runtime.jupyter_env(runtime.room_kernel_spec(RUNTIME_DIR, python)),
+                **({kernel.OWN_NETWORK_ENV: "1"} if not network_refusal else {}),
                 # and limits.env(), added by the config
             },
         }
@@ -250,7 +295,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         os.close(log_fd)
         this.hub_pid = hub.pid
         this.save()
-        _wait_ready(public_url, hub, log)
+        _wait_ready(bind_url, hub, log)
         text = credentials_text(public_url, logins)
         _private_write(state_dir / "credentials.txt", text)
         if not quiet_credentials:
@@ -328,8 +373,9 @@ def _end_left(processes: list[tuple[int, int]], grace_s: float = 5.0) -> None:
 
 
 def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
-    """Stop the hub (it stops the servers and the proxy), end what is left of the learners, remove the
-    users, their homes and the room's secrets. Returns the users removed. Safe to run twice."""
+    """Stop the hub (it stops the servers and the proxy), freeze and kill each learner's group, kill
+    what is left of their uids, remove what they own in the shared folders, the users, their homes,
+    their groups and the room's secrets. Returns the users removed. Safe to run twice."""
     hub_pid = hub.pid if hub is not None else this.hub_pid
     below = [tuple(p) for p in this.below_hub] + (_descendants(hub_pid) if _alive(hub_pid) else [])
     if _alive(hub_pid):
@@ -346,13 +392,21 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
                 hub.wait()
     _end_left(below)  # a proxy or service the hub did not stop (it was killed, or failed to)
     _end_leftover_proxy(this.state_dir)
+    hierarchy = groups.Hierarchy.from_json(this.hierarchy) if this.hierarchy else groups.Hierarchy("none")
     removed, refused = [], []
     for name in dict.fromkeys(this.created + accounts.room_users(this.room_id)):
         try:
+            if hierarchy.enforces:
+                hierarchy.kill(this.room_id, name)  # frozen first: a process that re-forks is caught whole
             if accounts.remove_learner(name, this.room_id):
                 removed.append(name)
-        except accounts.AccountError as err:
+            hierarchy.remove(this.room_id, name)
+        except (accounts.AccountError, groups.GroupError) as err:
             refused.append(str(err))
+    try:
+        hierarchy.remove(this.room_id)
+    except groups.GroupError as err:
+        refused.append(str(err))
     for secret in ("passwords.json", "credentials.txt", "jupyterhub_cookie_secret", "jupyterhub.sqlite",
                    "room.json"):
         (this.state_dir / secret).unlink(missing_ok=True)
@@ -362,7 +416,8 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
     this.save()
     shutil.rmtree(RUNTIME_DIR / "kit", ignore_errors=True)
     shutil.rmtree(RUNTIME_DIR / "learner-folder", ignore_errors=True)
-    _say(f"room {this.room_id} closed: removed {len(removed)} learner(s) and their homes; no server left running")
+    _say(f"room {this.room_id} closed: removed {len(removed)} learner(s), their homes and groups; no process of "
+         "theirs left running")
     for line in refused:
         _say("  " + line)
     return removed

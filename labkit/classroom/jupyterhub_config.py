@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from labkit.classroom import lab_server
+from labkit.classroom import lab_server, learner_server, runtime
 from labkit.classroom import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -15,8 +15,26 @@ _state = Path(_spec["state_dir"])
 _limits = _room.Limits(**_spec["limits"])
 
 # Where it listens: the public proxy on the instructor's address, the hub and the proxy's API on
-# loopback only.
-c.JupyterHub.bind_url = _spec["public_url"]
+# loopback only. With a certificate the proxy serves HTTPS itself; without, a TLS front forwards to it
+# (or the room stays on loopback, reached through an SSH tunnel).
+c.JupyterHub.bind_url = _spec["bind_url"]
+if _spec["tls"]["cert"]:
+    c.JupyterHub.ssl_cert = _spec["tls"]["cert"]
+    c.JupyterHub.ssl_key = _spec["tls"]["key"]
+# Each learner's pages on an origin of their own, where the instructor has a wildcard name: JupyterHub's
+# one reliable isolation of users' servers from each other and from the hub (its "Security overview").
+# Over HTTPS the hub's cookies are then locked to its own host (__Host- cookies), out of reach of a
+# learner's subdomain.
+if _spec["subdomains"]:
+    c.JupyterHub.subdomain_host = _spec["public_url"]
+    c.JupyterHub.cookie_host_prefix_enabled = _spec["public_url"].startswith("https://")
+# On one origin: the hub's pages may not be framed (JupyterHub's default) nor reached from a window a
+# learner's page opens (COOP), and its XSRF cookie is not for scripts at all (its pages read the token
+# from the page itself): no page on the origin can read it.
+c.JupyterHub.tornado_settings = {
+    "headers": {"Cross-Origin-Opener-Policy": "same-origin"},
+    "xsrf_cookie_kwargs": {"httponly": True},
+}
 c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{_spec['hub_port']}"
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{_spec['proxy_api_port']}"
 c.ConfigurableHTTPProxy.command = _spec["proxy_command"]
@@ -36,9 +54,20 @@ c.Authenticator.allowed_users = set(_spec["learners"])
 c.Authenticator.admin_users = {_room.ADMIN_USER}
 c.JupyterHub.allow_named_servers = False
 
-# What each learner gets: their JupyterLab, as their own system user, on notebook 00 of their folder.
+# What each learner gets: their JupyterLab, as their own system user, in their sandbox (control
+# group, own temporary folders, rlimits), on notebook 00 of their folder. The server's Python reads
+# nothing of the learner's: no module from the current folder or user site-packages (-P -s), no
+# configuration, extension or kernel spec from the home (disable_user_config).
 c.JupyterHub.spawner_class = "labkit.classroom.spawner.RoomSpawner"
-c.Spawner.cmd = [_spec["learner_python"], "-m", "jupyterhub.singleuser"]
+c.Spawner.cmd = [_spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, "-m", "jupyterhub.singleuser"]
+c.Spawner.disable_user_config = True
+c.RoomSpawner.room_id = _spec["room_id"]
+c.RoomSpawner.hierarchy = _spec["hierarchy"]
+c.RoomSpawner.process_memory = _limits.process_memory_bytes
+c.RoomSpawner.tasks = _limits.tasks
+c.RoomSpawner.disk = _limits.disk_bytes
+c.RoomSpawner.private_folders = _spec["private_folders"]
+c.RoomSpawner.log_dir = _spec["log_dir"]
 c.Spawner.default_url = _room.start_url(_spec.get("lab", True))
 c.Spawner.notebook_dir = f"~/{_room.LEARNER_FOLDER}"
 c.Spawner.mem_limit = _limits.memory_bytes
@@ -48,10 +77,16 @@ c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
 # Kernels talk to their server over unix sockets in the learner's own runtime folder (mode 0700),
 # not over loopback TCP ports that any user of the box could connect to. labkit.classroom.lab_server: a socket
-# a browser drops during its handshake leaves no traceback in the learner's log.
-c.Spawner.args = ["--KernelManager.transport=ipc", lab_server.CLI_FLAG]
+# a browser drops during its handshake leaves no traceback in the learner's log. learner_server: every
+# response but JupyterLab's page sandboxed, the server out of its kernels' reach. No terminal: a shell
+# would run on the server's own network, where a learner could take the server's port; no extension
+# manager: the server's packages are the room's.
+_extensions = {lab_server.EXTENSION: True, learner_server.EXTENSION: True}
+c.Spawner.args = ["--KernelManager.transport=ipc", f"--ServerApp.jpserver_extensions={_extensions!r}",
+                  "--ServerApp.terminals_enabled=False"]
 if _spec.get("lab", True):
-    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                       "--LabApp.extension_manager=readonly"]
 
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
 # checked every quarter of it, but at least every 5 minutes and at most every 2 s (a test's 10 s).

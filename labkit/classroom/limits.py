@@ -1,16 +1,20 @@
 """The limits a shared server puts on a learner's kernel, applied when the kernel starts.
 
 On one server for a room (``python -m labkit hub``, :mod:`labkit.classroom`) every learner's kernel
-runs beside 29 others, so the hub hands each learner's server two limits through its
+runs beside 29 others, so the hub hands each learner's server its limits through its
 environment, and the kit reads them here:
 
     LABKIT_GPU_MEMORY_FRACTION  this kernel's share of the GPU's memory, a number in (0, 1]:
                                  applied with torch.cuda.set_per_process_memory_fraction, so the
                                  caching allocator refuses to grow past it (an OutOfMemoryError
-                                 in this kernel, not in a neighbour's)
-    MEM_LIMIT                    the server's memory limit in bytes (JupyterHub's own variable
-                                 for Spawner.mem_limit); the hub enforces it with an rlimit on
-                                 each of the learner's processes (labkit.classroom.spawner says why)
+                                 in this kernel, not in a neighbour's); the kernel holds itself
+                                 to it, so it binds only a learner who leaves it be
+    MEM_LIMIT                    the learner's memory in bytes, all their processes together
+                                 (JupyterHub's own variable for Spawner.mem_limit): the cap of
+                                 their control group, where the box has one (labkit.classroom.groups)
+    LABKIT_PROCESS_MEMORY_LIMIT  each process's data limit in bytes (RLIMIT_DATA), under MEM_LIMIT:
+                                 one large allocation past it is a MemoryError with a line of
+                                 explanation, before the group's cap ends a process
 
 The room's kernels start through :mod:`labkit.classroom.kernel`, which calls :func:`apply` (the
 GPU share), adds :func:`describe` to ``labkit.describe()`` and installs :func:`install_messages`
@@ -25,6 +29,7 @@ import os
 
 GPU_SHARE_ENV = "LABKIT_GPU_MEMORY_FRACTION"
 MEMORY_LIMIT_ENV = "MEM_LIMIT"
+PROCESS_MEMORY_ENV = "LABKIT_PROCESS_MEMORY_LIMIT"
 
 _applied: dict = {}
 
@@ -44,10 +49,24 @@ def gpu_share() -> float | None:
     return share
 
 
-def memory_limit() -> int | None:
-    """The server's memory limit in bytes, as the hub set it (None: none)."""
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+def _bytes_from(name: str) -> int | None:
+    text = os.environ.get(name, "").strip()
     return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def memory_limit() -> int | None:
+    """The learner's memory limit in bytes, all their processes together (None: none set)."""
+    return _bytes_from(MEMORY_LIMIT_ENV)
+
+
+def process_memory_limit() -> int | None:
+    """Each process's data limit in bytes, where the hub set one (None: none)."""
+    return _bytes_from(PROCESS_MEMORY_ENV)
+
+
+def note_network(line: str) -> None:
+    """Whose network this kernel runs on, for :func:`describe` (labkit.classroom.kernel says it)."""
+    _applied["network"] = line
 
 
 def apply(torch_module=None) -> None:
@@ -80,8 +99,18 @@ def describe() -> dict:
         gpu = f"{share:.3f} of each GPU's memory ({GPU_SHARE_ENV}, applied)"
     else:
         gpu = f"{share:.3f} ({GPU_SHARE_ENV}; no CUDA device here, nothing to hold)"
-    return {"gpu_memory_share": gpu,
-            "memory_limit": f"{_gib(limit)} per process ({MEMORY_LIMIT_ENV})" if limit else "none set"}
+    per_process = process_memory_limit()
+    if limit and per_process:
+        memory = (f"{_gib(limit)} for all of this learner's processes ({MEMORY_LIMIT_ENV}), "
+                  f"{_gib(per_process)} per process")
+    elif limit:
+        memory = f"{_gib(limit)} ({MEMORY_LIMIT_ENV})"
+    else:
+        memory = "none set"
+    described = {"gpu_memory_share": gpu, "memory_limit": memory}
+    if "network" in _applied:
+        described["kernel_network"] = _applied["network"]
+    return described
 
 
 def limit_message(error: BaseException) -> str | None:
@@ -93,8 +122,9 @@ def limit_message(error: BaseException) -> str | None:
         return (f"labkit: this kernel is held to {gpu_share():.3f} of the GPU's memory, its share on this "
                 "shared server. Free tensors you no longer need (del x; torch.cuda.empty_cache()) or restart "
                 "the kernel; the other learners' kernels are not affected.")
-    if isinstance(error, MemoryError) and memory_limit() is not None:
-        return (f"labkit: this server's memory limit is {_gib(memory_limit())} per process (set by the "
+    per_process = process_memory_limit() or memory_limit()
+    if isinstance(error, MemoryError) and per_process is not None:
+        return (f"labkit: this server's memory limit is {_gib(per_process)} per process (set by the "
                 "instructor's hub), and this allocation went past it. Free large objects or restart the "
                 "kernel; the other learners' servers are not affected.")
     return None
@@ -103,7 +133,7 @@ def limit_message(error: BaseException) -> str | None:
 def install_messages(shell=None) -> bool:
     """In an IPython kernel with a limit set, add :func:`limit_message` under the traceback of a
     memory error. Returns whether it was installed."""
-    if gpu_share() is None and memory_limit() is None:
+    if gpu_share() is None and memory_limit() is None and process_memory_limit() is None:
         return False
     if shell is None:
         try:

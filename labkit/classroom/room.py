@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from labkit import __version__
-from labkit.classroom.limits import GPU_SHARE_ENV
+from labkit.classroom.limits import GPU_SHARE_ENV, PROCESS_MEMORY_ENV
 from labkit.errors import LabkitInputError
 from labkit.workshop.editions.secrecy import STUDENT_PATH
 from labkit.workshop.editions.student import learner_name
@@ -38,8 +38,18 @@ IMAGE_TAG = __version__
 IMAGE_REPO_DIR = "/srv/labkit"  # repo2docker --target-repo-dir: outside the learners' home volume
 
 # Defaults for a 90-minute workshop. A learner's server holds JupyterLab (~150 MB), a kernel with
-# torch and the toy models and room for a second kernel: 3 GiB.
+# torch and the toy models and room for a second kernel: 3 GiB for all their processes together.
 DEFAULT_MEMORY_GIB = 3.0
+# Of a learner's memory, what one process may not take (RLIMIT_DATA is the rest): their server's
+# own memory and a little of their files, so that one kernel's large allocation is a MemoryError
+# the learner reads before their group's cap is reached and the kernel's OOM killer ends a process.
+SERVER_ALLOWANCE_GIB = 0.5
+# A learner's files: their home and their own /tmp, /var/tmp, /dev/shm, on a tmpfs of this size,
+# counted in their memory (the notebooks, their outputs and torch's caches are a few MB).
+DEFAULT_DISK_GIB = 1.0
+# Processes and threads of one learner together: a server, two kernels with torch's threads and a
+# few subprocesses fit many times over; a fork loop stops here.
+DEFAULT_TASKS = 256
 # The smallest limit a room may set, per torch build: what one kernel needs for notebooks 00 and
 # 01 and the repro, measured under the spawner's own limit (labkit/data/hub/kernel_memory.json,
 # written by labkit.classroom.kernel_memory), with room to spare. The CUDA build of torch alone holds
@@ -51,6 +61,37 @@ MIN_IDLE_TIMEOUT_S = 10  # the test culls a server this fast; a room wants minut
 # Of the GPU's memory the learners' kernels share this much between them: each CUDA context takes
 # a few hundred MB outside the caching allocator that the share limits.
 GPU_SHARED_PART = 0.9
+
+
+def addresses(ip: str, port: int, public_url: str | None = None, subdomains: bool = False,
+              tls_cert: str | None = None, tls_key: str | None = None) -> tuple[str, str]:
+    """(where the hub's proxy listens, what the learners type). The proxy serves HTTPS itself with a
+    certificate and key, else HTTP for a TLS front before it (or a room on loopback). With
+    `subdomains` each learner's server gets an origin of its own under the public name
+    (``https://labkit-learner01.<name>``), which needs a name, not an address."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if bool(tls_cert) != bool(tls_key):
+        raise LabkitInputError("--tls-cert and --tls-key go together: the certificate and its private key")
+    for option, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if path and not Path(path).is_file():
+            raise LabkitInputError(f"{option} {path}: no such file")
+    bind_url = f"{'https' if tls_cert else 'http'}://{ip}:{port}"
+    public = (public_url or bind_url).rstrip("/")
+    parts = urlsplit(public)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise LabkitInputError(f"--public-url {public_url!r}: give the address learners type, e.g. "
+                               "https://room.example.org")
+    if subdomains:
+        try:
+            ipaddress.ip_address(parts.hostname)
+            raise LabkitInputError(f"--subdomains needs a name in --public-url, not the address {parts.hostname}: "
+                                   "each learner gets <learner>.<name>, so the name's every subdomain must point "
+                                   "to this box (a wildcard DNS record)")
+        except ValueError:
+            pass
+    return bind_url, public
 
 
 def start_url(lab: bool = True) -> str:
@@ -101,14 +142,18 @@ def is_learner_name(name: str) -> bool:
 class Limits:
     """Per-learner limits, the same on one box and on Kubernetes."""
 
-    memory_bytes: int          # each learner's server and kernels (MEM_LIMIT)
+    memory_bytes: int          # all of a learner's processes and shared memory (MEM_LIMIT, their group's cap)
+    process_memory_bytes: int  # each process's data (RLIMIT_DATA), under memory_bytes
     gpu_memory_fraction: float  # each kernel's share of one GPU's memory
     idle_timeout_s: int        # servers idle this long are culled
     cpu_threads: int           # torch/OpenMP threads per kernel (the box's cores shared out)
+    tasks: int                 # a learner's processes and threads together
+    disk_bytes: int            # a learner's files (home and their own temporary folders)
 
     def env(self) -> dict[str, str]:
         """What a learner's server finds in its environment (the kit reads the share at import)."""
-        return {GPU_SHARE_ENV: f"{self.gpu_memory_fraction:.4f}", **math_threads_env(self.cpu_threads)}
+        return {GPU_SHARE_ENV: f"{self.gpu_memory_fraction:.4f}", PROCESS_MEMORY_ENV: str(self.process_memory_bytes),
+                **math_threads_env(self.cpu_threads)}
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -118,7 +163,7 @@ def _host_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def parse_memory(text: str) -> int:
+def parse_memory(text: str, option: str = "--memory") -> int:
     """'3G', '512M', '2.5GiB' -> bytes; a clear error otherwise."""
     units = {"": 2**30, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
     raw = text.strip().lower().removesuffix("ib").removesuffix("b")
@@ -128,37 +173,48 @@ def parse_memory(text: str) -> int:
     except ValueError:
         value = float("nan")
     if not value > 0 or math.isinf(value):
-        raise LabkitInputError(f"--memory {text!r}: give a size such as 3G or 512M")
+        raise LabkitInputError(f"{option} {text!r}: give a size such as 3G or 512M")
     return int(value)
 
 
 def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | None = None,
                idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S, host_memory: int | None = None,
-               cores: int | None = None, build: str | None = None) -> Limits:
+               cores: int | None = None, build: str | None = None, disk: str | None = None,
+               tasks: int = DEFAULT_TASKS) -> Limits:
     """The limits for a room of `learners` on this box (or the box described by `host_memory`,
     `cores`, `build`). Memory: `memory` if given, else 3 GiB or the box's memory shared out,
-    whichever is smaller; a room that leaves a learner under this torch build's minimum
-    (:data:`MIN_MEMORY_GIB`) is refused with the numbers."""
+    whichever is smaller; each process gets that less :data:`SERVER_ALLOWANCE_GIB`, and a room that
+    leaves a process under this torch build's minimum (:data:`MIN_MEMORY_GIB`) is refused with the
+    numbers."""
     host = host_memory or _host_memory_bytes()
     cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     fair = int(host * 0.85 / learners)
     chosen = parse_memory(memory) if memory else min(int(DEFAULT_MEMORY_GIB * 2**30), fair)
+    per_process = chosen - int(SERVER_ALLOWANCE_GIB * 2**30)
     build = build or torch_build()
     floor = min_memory_gib(build)
-    if chosen < floor * 2**30:
+    if per_process < floor * 2**30:
         given = f"--memory {memory}" if memory else (f"{learners} learners on a box with {host / 2**30:.0f} GiB "
                                                      "of memory")
         raise LabkitInputError(
-            f"{given} leaves each learner {chosen / 2**30:.2f} GiB; with the {build} build of torch a kernel needs "
-            f"at least {floor:g} GiB (labkit/data/hub/kernel_memory.json): a larger --memory, fewer learners, "
-            "or a bigger box")
+            f"{given} leaves each learner {chosen / 2**30:.2f} GiB, {max(per_process, 0) / 2**30:.2f} GiB per "
+            f"process once their server's {SERVER_ALLOWANCE_GIB:g} GiB is set aside; with the {build} build of "
+            f"torch a kernel needs at least {floor:g} GiB (labkit/data/hub/kernel_memory.json): a larger "
+            "--memory, fewer learners, or a bigger box")
+    disk_bytes = parse_memory(disk, "--disk") if disk else int(DEFAULT_DISK_GIB * 2**30)
+    if disk_bytes >= chosen:
+        raise LabkitInputError(f"--disk {disk}: a learner's files count in their memory ({chosen / 2**30:.2f} GiB); "
+                               "give less disk, or more --memory")
+    if not 16 <= tasks <= 100_000:
+        raise LabkitInputError(f"--processes {tasks}: between 16 and 100000 processes and threads per learner")
     share = gpu_share if gpu_share is not None else round(GPU_SHARED_PART / learners, 4)
     if not 0 < share <= 1:
         raise LabkitInputError(f"--gpu-share {share}: a share of the GPU's memory is a number in (0, 1]")
     if idle_timeout_s < MIN_IDLE_TIMEOUT_S:
         raise LabkitInputError(f"--idle-timeout: {idle_timeout_s} s, at least {MIN_IDLE_TIMEOUT_S} seconds")
-    return Limits(memory_bytes=chosen, gpu_memory_fraction=share, idle_timeout_s=int(idle_timeout_s),
-                  cpu_threads=max(1, cores // learners))
+    return Limits(memory_bytes=chosen, process_memory_bytes=per_process, gpu_memory_fraction=share,
+                  idle_timeout_s=int(idle_timeout_s), cpu_threads=max(1, cores // learners), tasks=int(tasks),
+                  disk_bytes=disk_bytes)
 
 
 # -- past one box: Zero to JupyterHub on Kubernetes -----------------------------------------------

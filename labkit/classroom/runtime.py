@@ -30,6 +30,11 @@ from pathlib import Path
 import labkit
 from labkit import paths
 
+# How the room starts Python in a learner's name (their server, their kernels): the current folder
+# (their home, their notebooks' folder) not on sys.path (-P) and no user site-packages (-s), so a
+# module or .pth file the learner writes there is never imported in its place.
+SAFE_PYTHON_FLAGS = ("-P", "-s")
+
 
 def reachable_by_others(path: Path) -> bool:
     """Whether a user other than the owner can reach `path` (every folder above it o+x, the path
@@ -109,7 +114,10 @@ def room_kernel_spec(runtime: Path, python: str) -> Path:
     spec = data / "kernels" / "python3"
     spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [python, "-m", "labkit.classroom.kernel", "-f", "{connection_file}"],
+        # -P: not the notebook's folder first on sys.path, -s: no user site-packages (and no .pth
+        # file of the learner's run before the kernel has its own network): the kernel that starts
+        # is the room's, whatever the learner wrote into their home.
+        "argv": [python, *SAFE_PYTHON_FLAGS, "-m", "labkit.classroom.kernel", "-f", "{connection_file}"],
         "display_name": "Python 3 (ipykernel)", "language": "python",
         "metadata": {"debugger": True}}, indent=1))
     _open_to_all(data)

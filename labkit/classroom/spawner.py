@@ -1,45 +1,115 @@
-"""The room's spawner: JupyterHub's LocalProcessSpawner, each learner's JupyterLab started as
-that learner's system user, held to the room's memory limit.
+"""The room's spawner: JupyterHub's LocalProcessSpawner, each learner's JupyterLab started as that
+learner's system user, inside the learner's sandbox (:mod:`labkit.classroom.sandbox`): their
+control group, their own temporary folders, their rlimits.
 
-The memory limit is an rlimit on the data segment (RLIMIT_DATA: private writable memory, which
-is what Python objects, torch tensors and numpy arrays take), set on the server before it starts
-and inherited by every kernel it starts. Why an rlimit and not a cgroup: a cgroup's memory.max
-caps a learner's processes together, but the kernel answers an overrun with the OOM killer, and
-the learner sees a dead kernel; this machine's cgroups are v1 and belong to the container that
-runs it. With the rlimit an allocation past the limit fails in the learner's own kernel with a
-MemoryError, which :mod:`labkit.classroom.limits` explains under the traceback, and the kernel lives
-on. RLIMIT_DATA rather than RLIMIT_AS: the address space of a process that imports torch (and,
-on a GPU, of the CUDA driver's reservations) is many times its memory, so an address-space limit
-would refuse work that fits. The limit is per process: a learner who opens several kernels has
-the limit in each, which is what JupyterHub's MEM_LIMIT means on one box too.
+Memory is held twice, on purpose. The learner's control group caps all their processes and the
+shared memory they write together (``MEM_LIMIT``), and the kernel answers an overrun with the OOM
+killer: a process ends. Under that cap each process holds an rlimit on its data segment
+(RLIMIT_DATA: private writable memory, which is what Python objects, torch tensors and numpy
+arrays take), set before the server starts and inherited by every kernel it starts: one
+allocation past it fails in the learner's own cell with a MemoryError, which
+:mod:`labkit.classroom.limits` explains under the traceback, and the kernel lives on.
+RLIMIT_DATA rather than RLIMIT_AS: the address space of a process that imports torch (and, on a
+GPU, of the CUDA driver's reservations) is many times its memory.
+
+The server's output goes to a log of the learner's own in the room's root-only state folder
+(never the hub's log, which a server writing to an inherited descriptor could forge lines in).
 """
 
 from __future__ import annotations
 
-import resource
+import asyncio
+import os
+import pwd
+import subprocess
 
 from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
+from traitlets import Bool, Dict, Int, Unicode
 
+from labkit.classroom import accounts, groups, sandbox
 from labkit.classroom.room import is_learner_name
 
 
+def cache_env(home: str) -> dict[str, str]:
+    """A learner's temporary and cache folders, all in their home: nothing of theirs in a folder
+    another learner writes to, whether or not the box gave their server private /tmp."""
+    tmp = str(sandbox.private_folder(home, "/tmp"))
+    return {"TMPDIR": tmp, "XDG_CACHE_HOME": f"{home}/.cache",
+            "TORCHINDUCTOR_CACHE_DIR": f"{home}/.cache/torchinductor", "TRITON_CACHE_DIR": f"{home}/.cache/triton",
+            "MPLCONFIGDIR": f"{home}/.config/matplotlib"}
+
+
 class RoomSpawner(LocalProcessSpawner):
-    """A learner's server as that learner, with RLIMIT_DATA = ``mem_limit``."""
+    """A learner's server as that learner, in their sandbox; its output in their own log."""
+
+    room_id = Unicode(help="the room's id: the learners' control groups are named after it").tag(config=True)
+    hierarchy = Dict(help="labkit.classroom.groups.Hierarchy.to_json() of this box").tag(config=True)
+    process_memory = Int(0, help="RLIMIT_DATA of each of a learner's processes, bytes").tag(config=True)
+    tasks = Int(0, help="a learner's processes and threads together").tag(config=True)
+    disk = Int(0, help="a learner's files, bytes (RLIMIT_FSIZE: no file larger)").tag(config=True)
+    private_folders = Bool(False, help="give each server its own /tmp, /var/tmp, /dev/shm, /run/lock").tag(config=True)
+    log_dir = Unicode(help="root-only folder of the learners' server logs").tag(config=True)
+
+    def _home(self) -> str:
+        return pwd.getpwnam(self.user.name).pw_dir
+
+    def _plan(self) -> sandbox.Plan:
+        return sandbox.Plan(room_id=self.room_id, learner=self.user.name, home=self._home(),
+                            hierarchy=self.hierarchy, process_bytes=self.process_memory, tasks=self.tasks,
+                            file_bytes=self.disk, private_folders=self.private_folders)
+
+    def _hierarchy(self) -> groups.Hierarchy:
+        return groups.Hierarchy.from_json(self.hierarchy)
 
     def make_preexec_fn(self, name):
         become_user = super().make_preexec_fn(name)
-        limit = int(self.mem_limit or 0)
+        plan = self._plan()
+        by_systemd = self._hierarchy().version == "systemd"
+        home = self._home()
 
         def preexec():
-            if limit:
-                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-            become_user()
+            sandbox.enter(plan)
+            if by_systemd:  # systemd-run, exec'd next, moves the server into its scope and becomes the learner
+                os.chdir(home)
+            else:
+                become_user()
 
         return preexec
+
+    def get_env(self):
+        env = super().get_env()
+        env.update(cache_env(self._home()))
+        return env
 
     async def start(self):
         if not is_learner_name(self.user.name):
             # The instructor administers the room from /hub/admin; only learners have servers.
             raise web.HTTPError(400, f"{self.user.name} has no server in this room: only learners do")
-        return await super().start()
+        log = os.open(os.path.join(self.log_dir, f"{self.user.name}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                      0o600)
+        base_cmd = list(self.cmd)
+        hierarchy = self._hierarchy()
+        if hierarchy.version == "systemd":
+            entry = pwd.getpwnam(self.user.name)
+            self.cmd = groups.systemd_prefix(hierarchy, self.room_id, self.user.name,
+                                             groups.GroupLimits(int(self.mem_limit), self.tasks),
+                                             entry.pw_uid, entry.pw_gid) + base_cmd
+        self.popen_kwargs = {"stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
+        try:
+            return await super().start()
+        finally:
+            os.close(log)
+            self.cmd = base_cmd
+
+    async def stop(self, now=False):
+        """Stop the server, then end whatever of the learner's still runs (a process they left
+        behind, detached from the server): a stopped server leaves nothing of its learner running."""
+        await super().stop(now=now)
+        await asyncio.get_running_loop().run_in_executor(None, self._end_the_rest)
+
+    def _end_the_rest(self) -> None:
+        hierarchy = self._hierarchy()
+        if hierarchy.enforces:
+            hierarchy.kill(self.room_id, self.user.name)
+        accounts.kill_all_of(pwd.getpwnam(self.user.name).pw_uid)
