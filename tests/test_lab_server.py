@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from labkit.classroom import lab_server
+from labkit.tools import lab
 
 pytest.importorskip("jupyter_server")
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,12 +47,12 @@ def server_log_after_a_dropped_socket(tmp_path: Path, patched: bool) -> str:
     port = _free_port()
     log_path = tmp_path / f"server-{int(patched)}.log"
     cmd = [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-           f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={tmp_path}", "--no-browser",
+           f"--ServerApp.root_dir={tmp_path}", "--no-browser",
            "--ServerApp.port_retries=0", *(["--allow-root"] if hasattr(__import__("os"), "geteuid") else []),
            *([lab_server.CLI_FLAG] if patched else [])]
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=lab.lab_env(TOKEN))
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -122,7 +123,5 @@ def test_the_patch_is_applied_once_and_leaves_live_connections_to_jupyter_server
 
 
 def test_the_lab_the_kit_starts_and_binders_server_load_the_extension():
-    from labkit.tools import lab
-
     assert lab.QUIET_SOCKETS_FLAG == lab_server.CLI_FLAG
-    assert lab_server.CLI_FLAG in lab.lab_command("127.0.0.1", 1, "t", as_root=False, open_browser=False)
+    assert lab_server.CLI_FLAG in lab.lab_command("127.0.0.1", 1, as_root=False, open_browser=False)

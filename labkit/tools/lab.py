@@ -11,9 +11,14 @@ Both open trusted (signed into a notebook-signature database of the lab's own, `
 notebook's saved widgets and HTML render before its cells run.
 
 It picks a free port and a random token itself, so the address it prints is the one the server
-answers on. ``--allow-root`` is passed only when running as root (containers, many cloud VMs),
-where JupyterLab otherwise refuses to start; nobody else needs it. Without a screen (no DISPLAY
-on Linux) no browser is opened: open the printed address yourself, through an SSH tunnel from a
+answers on. The token reaches JupyterLab in its environment (``JUPYTER_TOKEN``), never on its
+command line: any user of the machine reads a process's command line (``/proc/PID/cmdline``),
+and with the token would run code as whoever started the lab (root, on many a shared box); a
+process's environment is its own user's alone.
+
+``--allow-root`` is passed only when running as root (containers, many cloud VMs), where
+JupyterLab otherwise refuses to start; nobody else needs it. Without a screen (no DISPLAY on
+Linux) no browser is opened: open the printed address yourself, through an SSH tunnel from a
 remote machine. JupyterLab opens without its pop-up asking about official Jupyter news, and
 never checks for updates (see :data:`LAB_OVERRIDES`).
 
@@ -125,19 +130,26 @@ def trust_notebooks(notebooks, state: Path | None = None) -> int:
     return len(notebooks)
 
 
-def lab_command(ip: str, port: int, token: str, *, as_root: bool, open_browser: bool,
+TOKEN_ENV = "JUPYTER_TOKEN"  # where jupyter_server's IdentityProvider reads its token from
+
+
+def lab_command(ip: str, port: int, *, as_root: bool, open_browser: bool,
                 extra: list[str] = (), root: Path = paths.REPO, first: str = FIRST_NOTEBOOK) -> list[str]:
     """The ``jupyter lab`` command line (python -m jupyter, so no venv needs to be active), serving
-    `root` and opening `first` (a path under it)."""
+    `root` and opening `first` (a path under it). No token in it: :func:`lab_env` carries it."""
     cmd = [sys.executable, "-m", "jupyter", "lab",
            f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *NO_NEWS_FLAGS, *trust_flags(),
-           QUIET_SOCKETS_FLAG]
+           f"--ServerApp.root_dir={root}", *NO_NEWS_FLAGS, *trust_flags(), QUIET_SOCKETS_FLAG]
     if as_root:
         cmd.append("--allow-root")  # JupyterLab refuses root without it ("Running as root is not recommended")
     if not open_browser:
         cmd.append("--no-browser")
     return cmd + list(extra) + [first]
+
+
+def lab_env(token: str) -> dict[str, str]:
+    """This process's environment with the lab's token in it (readable by this user and root alone)."""
+    return {**os.environ, TOKEN_ENV: token}
 
 
 def lab_url(ip: str, port: int, token: str, first: str = FIRST_NOTEBOOK) -> str:
@@ -221,7 +233,7 @@ def run(args) -> int:
     root, first, notebooks = open_edition(edition)
     trust_notebooks(notebooks)
     token = secrets.token_hex(24)
-    cmd = lab_command(args.ip, port, token, as_root=is_root(), open_browser=has_screen(), extra=args.passed_on,
+    cmd = lab_command(args.ip, port, as_root=is_root(), open_browser=has_screen(), extra=args.passed_on,
                       root=root, first=first)
     url = lab_url(args.ip, port, token, first)
     bar = "=" * 78
@@ -236,5 +248,5 @@ def run(args) -> int:
         print("  (the instructor edition, solutions included: make lab EDITION=instructor)")
     print(f"  Stop it with Ctrl-C.\n{bar}", flush=True)
     os.chdir(root)
-    os.execv(cmd[0], cmd)
+    os.execve(cmd[0], cmd, lab_env(token))
     return 0  # not reached

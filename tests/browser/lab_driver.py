@@ -122,13 +122,13 @@ class LabServer:
         app_settings.mkdir(parents=True, exist_ok=True)
         if self.lab_overrides:
             lab.write_lab_overrides(app_settings)
-        env = dict(os.environ)
+        env = lab.lab_env(self.token)  # the token in the environment, as make lab passes it
         env.update(JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"), JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
                    JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
         cmd = [
             sys.executable, "-m", "jupyter", "lab", "--no-browser",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+            f"--ServerApp.root_dir={self.root}",
             f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
             f"--LabApp.app_settings_dir={app_settings}", *lab.NO_NEWS_FLAGS,
             *lab.trust_flags(self.workdir / "lab-state"),
