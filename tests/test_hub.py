@@ -1,11 +1,15 @@
 """A room on one server, for real: `python -m labkit hub start` with 2 learners on this machine.
 
 Real JupyterHub, real configurable-http-proxy (Node's where Node is, as in CI), real system users,
-real HTTP and the kernels' websockets (labkit.classroom.client). Each learner logs in through the login
-form, starts their server, and runs notebook 00's cells from their own student edition in their
-own kernel, one of them after allocating past the room's memory limit; then the learners'
-isolation from each other is checked against the running hub, and the room is closed with
-Ctrl-C (SIGINT) as an instructor would.
+real HTTP and the kernels' websockets (labkit.classroom.client), real Chromium. Each learner logs in
+through the login form, starts their server, and runs notebook 00's cells from their own student
+edition in their own kernel, one of them after allocating past the room's memory limit; then the
+learners' isolation from each other is checked against the running hub, each as the attack it
+stops: a learner's page opened by the instructor and by the other learner in Chromium, tokens
+read from every command line as another user, a file planted where the other's torch looks, a
+noisy neighbour (busy processes, forks, memory, disk) beside the other's notebook 00, a learner
+who ends their own server to listen on its port, a process that re-forks every millisecond when
+the room closes. The room is closed with Ctrl-C (SIGINT) as an instructor would.
 
 Teardown even on failure: the room fixture's finalizer stops the hub process and then removes,
 by the room's mark, any user it left (labkit.classroom.accounts refuses users without that mark). Needs
@@ -32,10 +36,18 @@ if os.geteuid() != 0:
                 allow_module_level=True)
 pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip install -e '.[hub]')")
 
-from labkit.classroom import (
-    accounts,  # noqa: E402
-    room,  # noqa: E402
-    runtime,  # noqa: E402
+import warnings  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
+from other_user import command_lines, secrets_seen  # noqa: E402
+
+from labkit.classroom import (  # noqa: E402
+    accounts,
+    groups,
+    learner_server,
+    neighbour,
+    room,
+    runtime,
 )
 from labkit.classroom.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
 
@@ -99,7 +111,7 @@ def room_home(name: str) -> Path:
 
 def _run_notebook_00(person: Learner, before: tuple[str, ...] = ()) -> list:
     """A CellResult for each cell: `before`, then notebook 00's, in a new kernel of `person`'s."""
-    kernel = person.kernel(person.start_kernel())
+    kernel = person.new_kernel()
     try:
         return [kernel.execute(cell) for cell in [*before, *notebook_cells(_own_notebook_00(person.name))]]
     finally:
@@ -208,7 +220,7 @@ def check_a_learners_kernel_cannot_touch_another_learners_files(hub, learners):
     a, b = learners[0], learners[1]
     b_home = room_home(b.name)
     assert stat.S_IMODE(b_home.stat().st_mode) == 0o700
-    kernel = a.kernel(a.start_kernel())
+    kernel = a.new_kernel()
     try:
         probe = kernel.execute(
             "import os\n"
@@ -250,7 +262,7 @@ def check_a_learners_kernel_cannot_go_around_the_proxy(hub, learners):
     hub's secrets in A's environment."""
     a, b = learners[0], learners[1]
     pid, url = _server_of(b.name)
-    kernel = a.kernel(a.start_kernel())
+    kernel = a.new_kernel()
     try:
         probe = kernel.execute(
             "import os, urllib.request, urllib.error\n"
@@ -309,6 +321,381 @@ def check_no_secret_lands_where_a_learner_reads(hub, learners):
     assert all(hub.passwords[n] in printed for n in hub.passwords)  # the logins went to the terminal
 
 
+def _state(hub) -> dict:
+    return json.loads((hub.state / "state.json").read_text())
+
+
+def _hierarchy(hub) -> groups.Hierarchy:
+    return groups.Hierarchy.from_json(_state(hub)["hierarchy"])
+
+
+def check_the_room_says_what_this_box_enforces(hub, learners):
+    """One line per limit at start, the same in the state folder; where this machine lets root make
+    control groups (CI's does), memory, processes, CPU and the close are enforced by them."""
+    enforced = json.loads((hub.state / "enforced.json").read_text())
+    printed = " ".join("".join(hub.output).split())
+    whats = [line["what"] for line in enforced]
+    assert whats == ["memory", "processes", "CPU", "disk", "shared folders", "kernel sockets", "pages", "close",
+                     "GPU memory"], whats
+    for line in enforced:
+        said = ("enforced " if line["enforced"] else "NOT enforced ") + f"{line['what']}: {line['how']}"
+        assert " ".join(said.split()) in printed, said
+    if groups.detect().enforces:
+        by_what = {line["what"]: line["enforced"] for line in enforced}
+        assert all(by_what[w] for w in ("memory", "processes", "CPU", "close")), enforced
+
+
+def check_each_learner_is_one_control_group(hub, learners):
+    """Each learner's server (and so their kernels) in their own group, with the room's limits."""
+    hierarchy = _hierarchy(hub)
+    if not hierarchy.enforces:
+        warnings.warn(f"no control groups on this machine ({hierarchy.why_not}): per-learner groups not checked",
+                      stacklevel=2)
+        return
+    for person in learners:
+        pid, _ = _server_of(person.name)
+        assert pid in hierarchy.pids(hub.room_id, person.name), (person.name, pid)
+        folders = hierarchy.folders(hub.room_id, person.name)
+        if hierarchy.version == "v1":
+            written = {"memory": (folders["memory"] / "memory.limit_in_bytes").read_text(),
+                       "tasks": (folders["pids"] / "pids.max").read_text(),
+                       "cpu": (folders["cpu"] / "cpu.shares").read_text()}
+            want_cpu = groups.CPU_SHARES_V1
+        else:
+            group = folders["unified"]
+            written = {"memory": (group / "memory.max").read_text(), "tasks": (group / "pids.max").read_text(),
+                       "cpu": (group / "cpu.weight").read_text()}
+            want_cpu = groups.CPU_WEIGHT_V2
+        # v1 rounds a memory limit down to whole pages
+        assert 0 <= LIMITS.memory_bytes - int(written["memory"]) < 4096 * 16, written
+        assert int(written["tasks"]) == LIMITS.tasks and int(written["cpu"]) == want_cpu, written
+
+
+def check_no_token_is_on_any_command_line(hub, learners):
+    """Every secret of the room -- each server's and the culler's API token, the proxy's auth token,
+    the cookie secret, each kernel's connection key, the learners' tokens and passwords -- read
+    here as root, then every process's command line read as another user (nobody): none holds one.
+    And no room process's environment, where the tokens are, is open to that user."""
+    secret_names = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "CONFIGPROXY_AUTH_TOKEN", "JUPYTER_TOKEN")
+    secrets = [*hub.passwords.values(), *(p.token for p in learners),
+               (hub.state / "jupyterhub_cookie_secret").read_text().strip()]
+    holders = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = dict(x.split("=", 1) for x in (entry / "environ").read_text().split("\0") if "=" in x)
+        except OSError:
+            continue
+        found = [env[k] for k in secret_names if env.get(k)]
+        if found:
+            holders.append(int(entry.name))
+            secrets += found
+    for person in learners:
+        runtime_dir = room_home(person.name) / ".local" / "share" / "jupyter" / "runtime"
+        secrets += [json.loads(f.read_text())["key"] for f in runtime_dir.glob("kernel-*.json")]
+    assert len(holders) >= LEARNERS + 2, holders  # the servers, the proxy and the culler at least
+    assert secrets_seen(secrets) == []
+    lines = command_lines()
+    opened = [pid for pid in holders if pid in lines and lines[pid][1]]
+    assert opened == [], f"another user reads the environment of {opened}"
+
+
+def _plant(person: Learner, files: dict[str, str]) -> None:
+    """Write `files` ({path under the home: text}) from the learner's own kernel."""
+    kernel = person.new_kernel()
+    try:
+        done = kernel.execute("import os, json\n"
+                              f"for path, text in json.loads({json.dumps(json.dumps(files))}).items():\n"
+                              "    full = os.path.expanduser('~/' + path)\n"
+                              "    os.makedirs(os.path.dirname(full), exist_ok=True)\n"
+                              "    open(full, 'w').write(text)\n")
+        assert done.error is None, done.text()
+    finally:
+        kernel.close()
+
+
+def check_a_learners_page_runs_no_script_for_anyone(hub, learners):
+    """The issue's attack, in Chromium: learner A writes a hostile page where a Jupyter server would
+    serve it -- a user-level JupyterLab extension, a kernel spec, their notebook folder -- and the
+    instructor and learner B open every address of it while logged in. The page reports to a sink
+    outside the room at every step; the sink hears nothing (it does hear the same page served from
+    an origin of its own), A is not made admin, the instructor gets no new token, B's files and
+    kernels are as they were. A's own HTML does not run script even for A (the sandbox on every
+    response but JupyterLab's page), and JupyterLab itself, under its policy, still runs a cell."""
+    import room_browser
+
+    missing = room_browser.missing_requirements()
+    if missing:
+        if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"the room's browser check needs {', '.join(missing)}")
+        warnings.warn(f"the room's browser check did not run: this machine lacks {', '.join(missing)}", stacklevel=2)
+        return
+    from playwright.sync_api import sync_playwright
+
+    a, b = learners[0], learners[1]
+    instructor = Learner(hub.url, room.ADMIN_USER, hub.passwords[room.ADMIN_USER])
+    instructor.login()
+    instructor.new_token()
+    tokens_before = _token_ids(instructor)
+    kernels_before = sorted(k["id"] for k in b.server_api("GET", "/kernels").json())
+    sink = room_browser.Sink()
+    page = sink.page = sink.page_for(a.name, b.name, room.ADMIN_USER)
+    _plant(a, {".local/share/jupyter/labextensions/evil/static/evil.html": page,
+               ".local/share/jupyter/labextensions/evil/package.json": '{"name": "evil", "version": "1.0.0"}',
+               ".local/share/jupyter/kernels/evil/kernel.json": '{"argv": ["true"], "display_name": "evil"}',
+               ".local/share/jupyter/kernels/evil/evil.html": page,
+               ".jupyter/custom/custom.js": page,
+               f"{room.LEARNER_FOLDER}/evil.html": page})
+    base = f"{hub.url}/user/{a.name}"
+    addresses = [f"{base}/lab/extensions/evil/static/evil.html", f"{base}/kernelspecs/evil/evil.html",
+                 f"{base}/custom/custom.js", f"{base}/files/evil.html", f"{base}/view/evil.html"]
+    # Without a login, none of them serves the page (before the room turned user config off, the
+    # first one did, to anyone).
+    import requests
+
+    for url in addresses:
+        assert "a learner's page" not in requests.get(url, timeout=30).text, url
+    seen = {}
+    with sync_playwright() as playwright:
+        chromium = room_browser.browser(playwright)
+        try:
+            heard = room_browser.calibrate(chromium, sink)
+            assert any('"ran": "true"' in line for line in heard), heard  # where it may run, the sink hears it
+            for person, password in ((room.ADMIN_USER, hub.passwords[room.ADMIN_USER]), (b.name, b.password),
+                                     (a.name, a.password)):
+                context = chromium.new_context()
+                try:
+                    tab = room_browser.log_in(context, hub.url, person, password)
+                    for url in addresses:
+                        seen[(person, url)] = room_browser.visit(tab, url)
+                    if person == a.name:
+                        _run_a_cell_in_jupyterlab(tab, a)
+                finally:
+                    context.close()
+        finally:
+            chromium.close()
+    sink.close()
+    assert sink.heard() == [], f"a learner's page ran script: {sink.heard()}"
+    assert seen[(a.name, f"{base}/files/evil.html")] == 200, seen  # served to its owner, as a file
+    assert a.hub_api("GET", f"/users/{a.name}").json().get("admin") is False
+    assert _token_ids(instructor) == tokens_before
+    assert not (room_home(b.name) / room.LEARNER_FOLDER / "pwned.txt").exists()
+    assert sorted(k["id"] for k in b.server_api("GET", "/kernels").json()) == kernels_before
+    # The headers that hold it: the sandbox on a learner's file, JupyterLab's own policy, and the hub's.
+    own_file = a.session.get(f"{base}/files/evil.html", timeout=30)
+    assert own_file.status_code == 200
+    assert own_file.headers["Content-Security-Policy"] == learner_server.SANDBOXED_POLICY
+    lab_page = a.session.get(f"{base}{START_PAGE}", timeout=60)
+    assert lab_page.headers["Content-Security-Policy"] == learner_server.LAB_PAGE_POLICY, lab_page.headers
+    login = requests.get(f"{hub.url}/hub/login", timeout=30)
+    assert login.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert "frame-ancestors 'none'" in login.headers["Content-Security-Policy"]
+    xsrf = [c for c in login.cookies if c.name == "_xsrf"]
+    assert xsrf and all(c.has_nonstandard_attr("HttpOnly") for c in xsrf), login.headers.get("Set-Cookie")
+
+
+def _token_ids(instructor: Learner) -> list[tuple[str, str]]:
+    """(id, note) of every token the instructor holds."""
+    tokens = instructor.hub_api("GET", f"/users/{room.ADMIN_USER}/tokens").json()["api_tokens"]
+    return sorted((t["id"], t.get("note") or "") for t in tokens)
+
+
+def _run_a_cell_in_jupyterlab(tab, person: Learner) -> None:
+    """JupyterLab under the room's policy still works: open the learner's notebook 00 once its kernel
+    is idle, Run All Cells, see what labkit.describe() prints; and no policy violation on the way."""
+    if not runtime.has_lab():
+        return
+    violations = []
+    tab.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
+    tab.goto(f"{person.server_url()}{START_PAGE}", timeout=120_000)
+    tab.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=180_000)
+    deadline = time.monotonic() + 180
+
+    def kernel_idle() -> bool:
+        sessions = person.server_api("GET", "/sessions").json()
+        return any(s["path"].endswith(room.START_NOTEBOOK) and s["kernel"]["execution_state"] == "idle"
+                   for s in sessions)
+
+    while not kernel_idle():
+        assert time.monotonic() < deadline, "notebook 00's kernel did not start in JupyterLab"
+        tab.wait_for_timeout(500)
+    tab.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    entry = tab.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first
+    entry.wait_for(state="visible", timeout=10_000)
+    entry.click()
+    tab.locator(".jp-OutputArea-output", has_text="gpu_memory_share").first.wait_for(timeout=300_000)
+    assert violations == [], violations
+
+
+def check_nothing_of_a_learner_is_shared(hub, learners):
+    """A plants a pickle where B's torch.compile would look by default (/tmp/torchinductor_<B>) and
+    writes a forged line into every file its kernel holds open; B's temporary and cache folders are
+    in B's home and B does not see A's file; the hub's log holds no forged line, each learner's
+    server writes to a log of its own."""
+    a, b = learners[0], learners[1]
+    forged = f"FORGED-{os.getpid()}-{time.monotonic_ns()}"
+    kernel = a.new_kernel()
+    try:
+        done = kernel.execute(
+            "import os, stat\n"
+            f"os.makedirs('/tmp/torchinductor_{b.name}', exist_ok=True)\n"
+            f"open('/tmp/torchinductor_{b.name}/evil.pkl', 'w').write('x')\n"
+            "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+            "    try:\n"
+            "        if stat.S_ISREG(os.fstat(fd).st_mode):\n"
+            f"            os.write(fd, b'\\n{forged}\\n')\n"
+            "    except OSError:\n"
+            "        pass\n")
+        assert done.error is None, done.text()
+    finally:
+        kernel.close()
+    kernel = b.new_kernel()
+    try:
+        seen = kernel.execute(
+            "import os, tempfile, json\n"
+            f"print(json.dumps([os.path.exists('/tmp/torchinductor_{b.name}/evil.pkl'), tempfile.gettempdir(), "
+            "os.environ.get('TORCHINDUCTOR_CACHE_DIR'), os.environ.get('TRITON_CACHE_DIR'), os.path.expanduser('~')]))")
+    finally:
+        kernel.close()
+    planted, tmp, inductor, triton, home = json.loads(seen.text())
+    assert planted is False
+    assert all(path.startswith(home + "/") for path in (tmp, inductor, triton)), (tmp, inductor, triton, home)
+    assert forged not in (hub.state / "hub.log").read_text()
+    for person in learners:
+        log = hub.state / "logs" / f"{person.name}.log"
+        assert log.stat().st_uid == 0 and stat.S_IMODE(log.stat().st_mode) == 0o600, log
+    assert "ServerApp" in (hub.state / "logs" / f"{b.name}.log").read_text()
+
+
+def _timed_notebook_00(person: Learner) -> tuple[float, list]:
+    t0 = time.monotonic()
+    cells = _run_notebook_00(person)
+    return time.monotonic() - t0, [(c.source[:60], c.error["ename"]) for c in cells if c.error]
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, ended and not yet waited for by its parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_for_neighbour(out: Path, pid: int, key: str, timeout_s: float) -> dict:
+    """The neighbour's summary once it says `key`; fails at once if the neighbour died first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = _running(pid)
+        summary = json.loads(out.read_text()) if out.exists() else {}
+        if summary.get(key):
+            return summary
+        assert alive, f"the neighbour ended before {key}: {summary}"
+        time.sleep(0.5)
+    raise AssertionError(f"the neighbour did not get to {key} in {timeout_s:.0f} s")
+
+
+def check_a_noisy_neighbour_leaves_the_other_learner_working(hub, learners):
+    """B runs notebook 00 in an idle room, then again while A runs busy processes, fills memory past
+    A's cap, fills /dev/shm and the home, and forks until refused (labkit.classroom.neighbour). B
+    meets no failure; each of A's attempts stopped at A's own limit. B's time against the idle run
+    is printed (the room's bench records it: python -m labkit hub bench --neighbour), not asserted:
+    this machine's 2 cores are shared with other work."""
+    a, b = learners[0], learners[1]
+    idle_s, idle_errors = _timed_notebook_00(b)
+    assert idle_errors == [], idle_errors
+    home = room_home(a.name)
+    out, stop = home / ".room" / "neighbour.json", home / ".room" / "neighbour.stop"
+    kernel = a.new_kernel()
+    try:
+        started = kernel.execute(neighbour.start_cell(str(out), str(stop)))
+        assert started.error is None, started.text()
+    finally:
+        kernel.close()
+    pid = int(started.text().split()[-1])
+    try:
+        summary = _wait_for_neighbour(out, pid, "holding", 300)
+        usage = _hierarchy(hub).usage(hub.room_id, a.name)
+        busy_s, busy_errors = _timed_notebook_00(b)
+    finally:
+        stop.touch()
+    summary = _wait_for_neighbour(out, pid, "ended", 60)
+    print(f"\nB's notebook 00: {idle_s:.1f} s in an idle room, {busy_s:.1f} s beside the noisy neighbour "
+          f"(x{busy_s / idle_s:.2f}); neighbour: {summary}; A's group then: {usage}")
+    assert busy_errors == [], busy_errors
+    assert summary["forks"]["refused"] and summary["forks"]["started"] < LIMITS.tasks, summary["forks"]
+    assert any(code != 0 for code in summary["memory_process_exits"]), summary  # killed, or a MemoryError
+    for fill in ("shm", "home"):
+        assert summary[fill]["error"] and summary[fill]["bytes"] <= LIMITS.disk_bytes, (fill, summary[fill])
+    if _hierarchy(hub).enforces:
+        assert usage["tasks"] <= LIMITS.tasks and usage["oom_kills"] > 0, usage
+
+
+def check_a_learner_cannot_replace_their_server(hub, learners):
+    """A ends their own server from their kernel and listens on its port with a page of their own,
+    in a process that outlives the kernel. A's page never reaches the hub's address: the kernel's
+    network is its own. A's kernel cannot read the server's memory or environment either."""
+    a = learners[0]
+    pid, url = _server_of(a.name)
+    port = urlsplit(url).port
+    kernel = a.new_kernel()
+    try:
+        probe = kernel.execute(
+            "import os, subprocess, sys\n"
+            "def tried(path, mode):\n"
+            "    try:\n"
+            "        open(path, mode).read(1); return 'read'\n"
+            "    except OSError as err:\n"
+            "        return 'refused'\n"
+            f"print(os.getppid() == {pid}, tried('/proc/{pid}/environ', 'r'), tried('/proc/{pid}/mem', 'rb'))\n"
+            "replace = ('import os, signal, socket, time\\n'\n"
+            f"           'time.sleep(1); os.kill({pid}, signal.SIGKILL); time.sleep(1)\\n'\n"
+            "           's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\\n'\n"
+            f"           's.bind((\"127.0.0.1\", {port})); s.listen()\\n'\n"
+            "           'while True:\\n'\n"
+            "           '    c, _ = s.accept(); c.recv(65536)\\n'\n"
+            "           '    c.sendall(b\"HTTP/1.0 200 OK\\\\r\\\\n\\\\r\\\\nREPLACED BY A\"); c.close()\\n')\n"
+            "_replacer = subprocess.Popen([sys.executable, '-c', replace], start_new_session=True,\n"
+            "                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+    finally:
+        kernel.close()
+    assert probe.error is None, probe.text()
+    assert probe.text().split() == ["True", "refused", "refused"], probe.text()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.2)
+    assert not _running(pid), "A's kernel could not end A's server"  # it may: the same user
+    time.sleep(2)
+    import requests
+
+    for target in (f"{hub.url}/user/{a.name}/lab", f"{hub.url}/user/{a.name}/"):
+        try:
+            body = requests.get(target, timeout=30).text
+        except requests.RequestException:
+            body = ""
+        assert "REPLACED BY A" not in body, target
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
+    """B leaves a process that forks a new copy of itself and exits, every millisecond: killing its
+    pids one by one never catches it. The close must (check_ctrl_c_closes_the_room_and_leaves_nothing)."""
+    b = learners[1]
+    with b.new_kernel() as kernel:
+        started = kernel.execute(
+            "import subprocess, sys\n"
+            "code = ('import os, time\\nwhile True:\\n    try:\\n        if os.fork(): os._exit(0)\\n'\n"
+            "        '    except OSError:\\n        pass\\n    time.sleep(0.001)\\n')\n"
+            "_reforking = subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n")
+        assert started.error is None, started.text()
+    uid = pwd.getpwnam(b.name).pw_uid
+    time.sleep(1)
+    first = set(accounts.pids_of(uid))
+    time.sleep(0.5)
+    assert set(accounts.pids_of(uid)) - first, "the re-forking process is not re-forking"
+
+
 def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     uids = [pwd.getpwnam(p.name).pw_uid for p in learners]
     homes = [room_home(p.name) for p in learners]
@@ -332,21 +719,31 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
         assert not (hub.state / name).exists()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", hub.port), timeout=2).close()
+    hierarchy = _hierarchy(hub)
+    assert not any(folder.exists() for folder in hierarchy.folders(hub.room_id).values()), "a group is left"
+    return uids
 
 
-def check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path):
-    """A second room of one, with the shortest idle timeout a room takes (10 s): the idle culler
-    stops the learner's unused server. Then its JupyterHub dies (SIGKILL) under it: closing the room
-    still ends the proxy and the culler the hub had started (each in a session of its own), and the user."""
+def check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path, earlier_uid: int):
+    """A second room of one, with the shortest idle timeout a room takes (10 s): its learner does not
+    get `earlier_uid` back while a file of that uid is left in a shared folder (planted here, as a
+    room that was killed could leave one); the idle culler stops the learner's unused server. Then
+    its JupyterHub dies (SIGKILL) under it: closing the room still ends the proxy and the culler the
+    hub had started (each in a session of its own), and the user."""
+    leftover = Path("/var/tmp") / f"labkit-test-leftover-{os.getpid()}"
+    leftover.write_text("left by a learner of an earlier room")
+    os.chown(leftover, earlier_uid, earlier_uid)
     small = RoomProcess(tmp_path / "state-killed", 1, "--memory", MEMORY, "--disk", DISK, "--idle-timeout",
-                         f"{room.MIN_IDLE_TIMEOUT_S / 60:.3f}", cwd=ROOT)
+                        f"{room.MIN_IDLE_TIMEOUT_S / 60:.3f}", cwd=ROOT)
     try:
         passwords = small.wait_open()
         person = Learner(small.url, room.learner_names(1)[0], passwords[room.learner_names(1)[0]])
+        uid = pwd.getpwnam(person.name).pw_uid
+        assert uid != earlier_uid, "a new learner got the uid that still owns a file in /var/tmp"
+        leftover.unlink()
         person.login()
         person.new_token()
         person.start_server()
-        uid = pwd.getpwnam(person.name).pw_uid
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and person.hub_api("GET", f"/users/{person.name}").json()["servers"]:
             time.sleep(2)
@@ -373,12 +770,17 @@ def _is_below(pid: int, ancestor: int) -> bool:
     return False
 
 
-CHECKS = [check_each_learner_runs_notebook_00_while_one_goes_past_the_memory_limit,
+CHECKS = [check_the_room_says_what_this_box_enforces, check_each_learner_is_one_control_group,
+          check_each_learner_runs_notebook_00_while_one_goes_past_the_memory_limit,
           check_a_learner_opens_their_own_lab_on_notebook_00,
           check_no_login_reaches_no_server, check_a_learners_login_opens_nothing_of_another,
           check_a_learners_kernel_cannot_touch_another_learners_files,
           check_a_learners_kernel_cannot_go_around_the_proxy, check_only_the_instructor_reaches_the_admin_page,
-          check_no_secret_lands_where_a_learner_reads]
+          check_no_secret_lands_where_a_learner_reads, check_no_token_is_on_any_command_line,
+          check_a_learners_page_runs_no_script_for_anyone, check_nothing_of_a_learner_is_shared,
+          check_a_noisy_neighbour_leaves_the_other_learner_working,
+          # last before the close: one ends a learner's server, the other leaves a process for the close
+          check_a_learner_cannot_replace_their_server, check_a_reforking_process_runs_when_the_room_closes]
 
 
 def test_a_room_of_two_learners_on_a_real_hub(tmp_path):
@@ -400,8 +802,8 @@ def test_a_room_of_two_learners_on_a_real_hub(tmp_path):
         learners = _log_in_and_start(hub)
         for check in CHECKS:
             check(hub, learners)
-        check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
-        check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path)
+        uids = check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
+        check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path, min(uids))
     finally:
         hub.close()
         for name in _room_users():  # only users carrying a room's mark; remove_learner checks it again

@@ -1,8 +1,9 @@
 """Past one box: the Zero to JupyterHub values and the GPU time-slicing config that
 labkit/classroom/deploy/ ships parse, are labkit.classroom.room's rendering, and name the same image,
 limits and start notebook as the one-box hub's own JupyterHub configuration
-(labkit/classroom/jupyterhub_config.py, loaded here as JupyterHub loads it). No root, no JupyterHub
-needed."""
+(labkit/classroom/jupyterhub_config.py, loaded here as JupyterHub loads it); only the learners log
+in, each with their own password, through the room's authenticator mounted into the chart's hub
+(never the chart's default DummyAuthenticator). No root needed."""
 
 from __future__ import annotations
 
@@ -220,3 +221,90 @@ def test_the_rooms_state_is_replaced_whole_so_a_reader_never_sees_it_half_writte
         room_state.save()
     assert control.Room.load(tmp_path).hub_pid == 4242
     assert sorted(os.listdir(tmp_path)) == ["state.json"]
+
+
+# -- who logs in past one box ------------------------------------------------------------------------
+
+# The chart's default authenticator and its other names: any name, any password.
+DUMMY = {"dummy", "dummyauthenticator", "jupyterhub.auth.dummyauthenticator"}
+# Authenticators the chart's hub image ships (jupyterhub/k8s-hub), besides the kit's own, mounted.
+CHART_IMAGE_AUTHENTICATORS = {"oauthenticator.", "ldapauthenticator.", "nativeauthenticator.",
+                              "ltiauthenticator.", "firstuseauthenticator.", "tmpauthenticator."}
+
+
+def authenticator_problems(values: dict) -> list[str]:
+    """What in the chart's values would let a stranger in (empty: nothing)."""
+    config = (values.get("hub") or {}).get("config") or {}
+    chosen = ((config.get("JupyterHub") or {}).get("authenticator_class") or "dummy").lower()
+    problems = []
+    if chosen in DUMMY or chosen.endswith(".dummyauthenticator"):
+        problems.append(f"authenticator_class {chosen!r}: the chart's DummyAuthenticator takes any password")
+    kits = f"{room.Z2JH_AUTH_MODULE}."
+    if not (chosen.startswith(kits) or any(chosen.startswith(p) for p in CHART_IMAGE_AUTHENTICATORS)):
+        problems.append(f"authenticator_class {chosen!r} is neither the kit's (mounted) nor one the hub image ships")
+    if chosen.startswith(kits):
+        mounted = [f for f in ((values.get("hub") or {}).get("extraFiles") or {}).values()
+                   if f.get("mountPath", "").endswith(f"/{room.Z2JH_AUTH_MODULE}.py")]
+        if not mounted:
+            problems.append(f"{room.Z2JH_AUTH_MODULE} is not mounted into the hub")
+    allowed = (config.get("Authenticator") or {}).get("allowed_users")
+    if sorted(allowed or []) != room.learner_names(len(allowed or [1])):
+        problems.append(f"allowed_users {allowed!r}: the learners, and only them")
+    return problems
+
+
+def test_past_one_box_only_the_learners_log_in_each_with_their_own_password(tmp_path):
+    import asyncio
+    import copy
+    import importlib.util
+
+    values = yaml.safe_load(VALUES.read_text())
+    assert authenticator_problems(values) == []
+    # The check bites: the chart's default, left in place or named, is refused.
+    for bad in (None, "dummy", "jupyterhub.auth.DummyAuthenticator"):
+        changed = copy.deepcopy(values)
+        changed["hub"]["config"]["JupyterHub"]["authenticator_class"] = bad
+        assert authenticator_problems(changed), bad
+    changed = copy.deepcopy(values)
+    changed["hub"]["config"]["Authenticator"]["allowed_users"].append("mallory")
+    assert authenticator_problems(changed)
+    # The mounted file is the kit's own authenticator, it needs nothing of the kit in the hub image...
+    source = values["hub"]["extraFiles"]["labkit-room-auth"]["stringData"]
+    assert source == (ROOT / "labkit" / "classroom" / "auth.py").read_text()
+    assert "labkit" not in " ".join(line for line in source.splitlines() if line.startswith(("import", "from")))
+    # ... and, loaded from that file alone, lets each in with their password and nobody with another.
+    path = tmp_path / f"{room.Z2JH_AUTH_MODULE}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(room.Z2JH_AUTH_MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table = tmp_path / room.LOGINS_FILE
+    table.write_text(json.dumps({room.ADMIN_USER: module.hash_password("right-one"),
+                                 "labkit-learner01": module.hash_password("learner-one")}))
+    authenticator = module.RoomAuthenticator(table_file=str(table))
+
+    def login(name, password):
+        return asyncio.run(authenticator.authenticate(None, {"username": name, "password": password}))
+
+    assert login(room.ADMIN_USER, "right-one") == room.ADMIN_USER
+    assert login("labkit-learner01", "learner-one") == "labkit-learner01"
+    assert login(room.ADMIN_USER, "anything") is None and login(room.ADMIN_USER, "") is None
+    assert login("labkit-learner01", "right-one") is None and login("labkit-learner02", "learner-one") is None
+    mount = values["hub"]["config"]["RoomAuthenticator"]["table_file"]
+    assert mount == f"{room.LOGINS_DIR}/{room.LOGINS_FILE}"
+    assert {"name": room.LOGINS_SECRET, "mountPath": room.LOGINS_DIR, "readOnly": True} in \
+        values["hub"]["extraVolumeMounts"]
+
+
+def test_hub_logins_writes_the_hashes_and_the_credentials_for_the_owner_alone(tmp_path):
+    from labkit.classroom import control
+
+    said = control.write_logins(2, tmp_path / "logins")
+    hashes = json.loads((tmp_path / "logins" / room.LOGINS_FILE).read_text())
+    text = (tmp_path / "logins" / "credentials.txt").read_text()
+    assert sorted(hashes) == sorted([room.ADMIN_USER, *room.learner_names(2)]) and "password" not in json.dumps(hashes)
+    assert all(name in text for name in hashes) and "wrote" in said
+    for path in ((tmp_path / "logins"), *(tmp_path / "logins").iterdir()):
+        assert path.stat().st_mode & 0o077 == 0, path
+    with pytest.raises(control.HubError, match="exists"):
+        control.write_logins(2, tmp_path / "logins")

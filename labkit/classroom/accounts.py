@@ -13,18 +13,15 @@ no process, no file in the shared folders or at the top of /home), and removing 
 every process of theirs in one sweep (:func:`kill_all_of`) and removes what they own in the shared
 folders (:func:`remove_owned`) before the account goes.
 
-Passwords are generated per learner (:func:`new_password`) and kept only as salted scrypt hashes
-in a root-only file that the hub's authenticator reads (:mod:`labkit.classroom.auth`).
+Passwords are generated per learner and kept only as salted scrypt hashes in a root-only file that
+the hub's authenticator reads (:mod:`labkit.classroom.auth`, which makes and checks them).
 """
 
 from __future__ import annotations
 
 import grp
-import hashlib
-import hmac
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import stat
@@ -39,7 +36,6 @@ from labkit.classroom.room import is_learner_name
 HOME_ROOT = Path("/home")
 LOGIN_DEFS = Path("/etc/login.defs")
 MARK_PREFIX = "labkit hub room "
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 
 
 class AccountError(RuntimeError):
@@ -143,18 +139,17 @@ def create_learner(name: str, room_id: str, uid: int, disk_bytes: int | None = N
 
 
 def pids_of(uid: int) -> list[int]:
-    """Processes whose real uid is `uid` (from /proc)."""
+    """Processes whose real uid is `uid` (from /proc), zombies excepted: a zombie has ended and holds
+    nothing but its entry, until its parent (or init, for an orphan) reads its status."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("Uid:"):
-                    if int(line.split()[1]) == uid:
-                        found.append(int(entry.name))
-                    break
-        except (OSError, ValueError):
+            fields = dict(line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+                found.append(int(entry.name))
+        except (OSError, ValueError, KeyError):
             continue
     return found
 
@@ -268,22 +263,3 @@ def remove_learner(name: str, room_id: str) -> bool:
 def room_users(room_id: str) -> list[str]:
     """Every user on this machine that carries this room's mark."""
     return sorted(e.pw_name for e in pwd.getpwall() if e.pw_gecos == room_mark(room_id))
-
-
-# -- passwords ------------------------------------------------------------------------------------
-
-def new_password() -> str:
-    """A password for one learner: 12 characters a person can type from a slip of paper."""
-    alphabet = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i
-    return "-".join("".join(secrets.choice(alphabet) for _ in range(4)) for _ in range(3))
-
-
-def hash_password(password: str, salt: bytes | None = None) -> dict:
-    salt = salt or secrets.token_bytes(16)
-    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
-    return {"salt": salt.hex(), "scrypt": digest.hex()}
-
-
-def check_password(password: str, entry: dict) -> bool:
-    digest = hashlib.scrypt(password.encode(), salt=bytes.fromhex(entry["salt"]), **_SCRYPT)
-    return hmac.compare_digest(digest.hex(), entry["scrypt"])

@@ -14,6 +14,14 @@ allocator's peak) and whether every learner saw the corruption under the buggy g
 
 --record writes labkit/data/hub/cpu.json (labkit/data/hub/h200.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
+
+    sudo .venv/bin/python -m labkit hub bench --neighbour [--record]
+
+measures instead what one hostile learner costs another: in a room of two, learner B runs
+notebook 00 in an idle room, then again while learner A runs busy processes, fills memory past
+A's cap, fills /dev/shm and A's home and forks until refused (:mod:`labkit.classroom.neighbour`);
+it prints B's times and their ratio, what each of A's attempts was allowed, and which limits the box
+enforced. --record writes labkit/data/hub/neighbour_cpu.json (neighbour_h200.json on a GPU).
 """
 
 from __future__ import annotations
@@ -141,6 +149,65 @@ def bench(n: int, extra: list[str]) -> dict:
     }
 
 
+def _notebook_00_seconds(person: Learner) -> tuple[float, list[str]]:
+    """B's notebook 00 in a new kernel of theirs, from the kernel's start to the last cell's end."""
+    folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
+    from labkit.classroom.client import notebook_cells
+
+    cells = notebook_cells(folder / room.START_NOTEBOOK)
+    t0 = time.monotonic()
+    with person.new_kernel() as kernel:
+        results = [kernel.execute(code, timeout_s=1200) for code in cells]
+    return time.monotonic() - t0, [f"{r.error['ename']}: {r.error['evalue']}" for r in results if r.error]
+
+
+def neighbour_bench(extra: list[str], repeats: int) -> dict:
+    """B's notebook 00, `repeats` times in an idle room of two and `repeats` times beside A's
+    neighbour (labkit.classroom.neighbour); what A got, and what the box enforced."""
+    from labkit.classroom import groups, neighbour
+    from labkit.classroom.client import Learner, RoomProcess
+
+    with tempfile.TemporaryDirectory(prefix="labkit-bench-neighbour-") as tmp:
+        os.chmod(tmp, 0o700)
+        hub = RoomProcess(Path(tmp) / "state", 2, *extra)
+        try:
+            passwords = hub.wait_open()
+            a, b = (Learner(hub.url, name, passwords[name]) for name in room.learner_names(2))
+            for person in (a, b):
+                person.login()
+                person.new_token()
+                person.start_server()
+            idle = [_notebook_00_seconds(b) for _ in range(repeats)]
+            home = Path(pwd.getpwnam(a.name).pw_dir)
+            out, stop = home / ".room" / "neighbour.json", home / ".room" / "neighbour.stop"
+            with a.new_kernel() as kernel:
+                kernel.execute(neighbour.start_cell(str(out), str(stop)))
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and not (out.exists() and json.loads(out.read_text()).get("holding")):
+                time.sleep(0.5)
+            state = json.loads((hub.state / "state.json").read_text())
+            hierarchy = groups.Hierarchy.from_json(state["hierarchy"])
+            usage = hierarchy.usage(state["room_id"], a.name) if hierarchy.enforces else {}
+            load = _loadavg()
+            try:
+                busy = [_notebook_00_seconds(b) for _ in range(repeats)]
+            finally:
+                stop.touch()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not json.loads(out.read_text()).get("ended"):
+                time.sleep(0.5)
+            summary = json.loads(out.read_text())
+            enforced = json.loads((hub.state / "enforced.json").read_text())
+        finally:
+            hub.close()
+    idle_s, busy_s = [t for t, _ in idle], [t for t, _ in busy]
+    return {"idle_s": [round(t, 2) for t in idle_s], "busy_s": [round(t, 2) for t in busy_s],
+            "ratio": round(statistics.median(busy_s) / statistics.median(idle_s), 2),
+            "errors_of_b": sorted({e for _, errors in idle + busy for e in errors}),
+            "neighbour": summary, "group_of_a_while_holding": usage, "load_average_while_busy": load,
+            "enforced": enforced, "cgroups": hierarchy.describe()}
+
+
 def _provenance(args, argv: list[str], extra) -> dict:
     from importlib.metadata import version
 
@@ -164,11 +231,25 @@ def _provenance(args, argv: list[str], extra) -> dict:
             "jupyterhub": version("jupyterhub"), "labkit": labkit.__version__, "hub_args": extra}
 
 
+def _write_neighbour_record(args, argv: list[str], extra: list[str], result: dict) -> None:
+    import torch
+
+    from labkit import records
+
+    path = records.ROOM_NEIGHBOUR_GPU if torch.cuda.is_available() else records.ROOM_NEIGHBOUR_CPU
+    records.write(path, {"provenance": _provenance(args, argv, extra), **result})
+    if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
+        shutil.copy(path, Path(os.environ["OUT"]) / path.name)
+    print(f"wrote {path.relative_to(paths.REPO)}", flush=True)
+
+
 def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> None:
     import torch
 
+    from labkit import records
+
     kind = "gpu" if torch.cuda.is_available() else "cpu"
-    path = paths.DATA / "hub" / ("h200.json" if kind == "gpu" else "cpu.json")
+    path = records.ROOM_GPU if kind == "gpu" else records.ROOM_CPU
     if args.merge and path.exists():
         measured = {row["learners"] for row in rows}
         rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
@@ -189,6 +270,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--merge", action="store_true",
                         help="keep the record's other room sizes (a box whose calls run one size at a time)")
     parser.add_argument("--shared-note", default="", help="what else ran on the box (recorded with the figures)")
+    parser.add_argument("--neighbour", action="store_true",
+                        help="instead: learner B's notebook 00 in an idle room and beside a hostile learner A")
+    parser.add_argument("--repeats", default="2", help="with --neighbour: runs of notebook 00 each way (default 2)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         raise LabkitInputError("the hub creates a system user per learner: run it as root (sudo)")
@@ -200,6 +284,20 @@ def main(argv: list[str]) -> int:
                            capture_output=True, text=True).stdout.strip()
     args.commit = commit.strip() + ("+uncommitted changes" if dirty else "")
     extra = ["--proxy", args.proxy] + (["--memory", args.memory] if args.memory else [])
+    if args.neighbour:
+        try:
+            repeats = int(args.repeats)
+        except ValueError:
+            repeats = 0
+        if repeats < 1:
+            raise LabkitInputError(f"--repeats {args.repeats!r}: a whole number of runs, 1 or more")
+        result = neighbour_bench(extra, repeats)
+        print(f"B's notebook 00: {result['idle_s']} s in an idle room, {result['busy_s']} s beside A "
+              f"(x{result['ratio']:.2f}); B's errors: {result['errors_of_b'] or 'none'}; A got: "
+              f"{json.dumps(result['neighbour'])}; groups: {result['cgroups']}", flush=True)
+        if args.record:
+            _write_neighbour_record(args, argv, extra, result)
+        return 0
     rows = []
     for n in sizes:
         print(f"== {n} learner(s) ...", flush=True)

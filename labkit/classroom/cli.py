@@ -64,6 +64,10 @@ def add_arguments(hub) -> None:
     start.add_argument("--state", default=None, help="the room's root-only state folder (default build/hub)")
     stop = verbs.add_parser("stop", help="close the room: stop every server, remove the learners and their homes")
     stop.add_argument("--state", default=None, help="the room's state folder (default build/hub)")
+    logins = verbs.add_parser("logins", help="a room's logins for Kubernetes: the password hashes for its Secret "
+                              "and the credentials to hand out")
+    logins.add_argument("--learners", default="30", help=f"learners, 1 to {room.MAX_LEARNERS} (default 30)")
+    logins.add_argument("--out", required=True, help="a new folder for passwords.json (hashes) and credentials.txt")
     values = verbs.add_parser("values", help="the Zero to JupyterHub (Kubernetes) values for the same room")
     values.add_argument("--write", action="store_true",
                         help=f"write them to {DEPLOY.relative_to(paths.REPO)}/ (z2jh-values.yaml, "
@@ -99,6 +103,9 @@ def run(args) -> int:
         if args.hub_command == "stop":
             print(control.stop(Path(args.state) if args.state else control.DEFAULT_STATE))
             return 0
+        if args.hub_command == "logins":
+            print(control.write_logins(_number("--learners", args.learners), Path(args.out)))
+            return 0
         files = {VALUES_FILE: render_values(), TIME_SLICING_FILE: render_time_slicing()}
         for path, text in files.items():
             if args.write:
@@ -118,6 +125,13 @@ VALUES_HEADER = """\
 # this file is that rendering): the same start notebook, per-learner limits and idle culling as the
 # one-box hub (`python -m labkit hub start`).
 #
+# Who logs in: the learners listed under allowed_users and the instructor (admin), each with the
+# password the room generated, checked by the room's own authenticator (labkit/classroom/auth.py,
+# mounted below; never the chart's default DummyAuthenticator, which takes any password). Before
+# `helm upgrade`, make the logins and their Secret, and hand out credentials.txt:
+#   python -m labkit hub logins --learners {learners} --out room-logins
+#   kubectl create secret generic {secret} --from-file=room-logins/{logins_file}
+#
 # The image is the one binder/ describes, built by repo2docker with the repository outside the
 # learners' home volume:
 #   repo2docker --no-run --target-repo-dir /srv/labkit --image-name {image} .
@@ -133,14 +147,28 @@ VALUES_HEADER = """\
 """
 
 
+def _literal_dumper():
+    """A YAML dumper that writes multi-line strings as | blocks (a mounted file, a ConfigMap's YAML): readable."""
+    import yaml
+
+    class Literal(yaml.SafeDumper):
+        pass
+
+    Literal.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v,
+                                                                 style="|" if "\n" in v else None))
+    return Literal
+
+
 def render_values() -> str:
     import yaml
 
     from labkit.classroom import room
 
     values = room.z2jh_values()
-    header = VALUES_HEADER.format(image=f"{room.IMAGE_NAME}:{room.IMAGE_TAG}", replicas=room.Z2JH_LEARNERS_PER_GPU)
-    return header + yaml.safe_dump(values, sort_keys=False, default_flow_style=False)
+    header = VALUES_HEADER.format(image=f"{room.IMAGE_NAME}:{room.IMAGE_TAG}", replicas=room.Z2JH_LEARNERS_PER_GPU,
+                                  learners=room.Z2JH_LEARNERS_PER_GPU, secret=room.LOGINS_SECRET,
+                                  logins_file=room.LOGINS_FILE)
+    return header + yaml.dump(values, Dumper=_literal_dumper(), sort_keys=False, default_flow_style=False)
 
 
 TIME_SLICING_HEADER = """\
@@ -160,10 +188,6 @@ def render_time_slicing() -> str:
 
     from labkit.classroom import room
 
-    class Literal(yaml.SafeDumper):
-        """Multi-line strings (the plugin's own YAML inside the ConfigMap) as | blocks, readable."""
-
-    Literal.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v,
-                                                                 style="|" if "\n" in v else None))
     return (TIME_SLICING_HEADER.format(replicas=room.Z2JH_LEARNERS_PER_GPU)
-            + yaml.dump(room.time_slicing_config(), Dumper=Literal, sort_keys=False, default_flow_style=False))
+            + yaml.dump(room.time_slicing_config(), Dumper=_literal_dumper(), sort_keys=False,
+                        default_flow_style=False))

@@ -184,6 +184,14 @@ class Learner:
                                          timeout=self.timeout_s)
         return KernelSession(ws)
 
+    def new_kernel(self) -> KernelSession:
+        """A kernel of this learner's own that is shut down when the session closes (``with``): a
+        learner's kernels share their memory, and one left idle holds its part of it."""
+        kernel_id = self.start_kernel()
+        session = self.kernel(kernel_id)
+        session.on_close = lambda: self.server_api("DELETE", f"/kernels/{kernel_id}")
+        return session
+
 
 class KernelSession:
     """Execute code in a kernel through its websocket, one cell at a time."""
@@ -191,9 +199,18 @@ class KernelSession:
     def __init__(self, ws):
         self.ws = ws
         self.session = uuid.uuid4().hex
+        self.on_close = None
 
     def close(self) -> None:
         self.ws.close()
+        if self.on_close is not None:
+            self.on_close()
+
+    def __enter__(self) -> KernelSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def execute(self, code: str, timeout_s: float = 300) -> CellResult:
         msg_id = uuid.uuid4().hex

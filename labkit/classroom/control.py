@@ -163,6 +163,24 @@ def credentials_text(url: str, logins: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_logins(learners: int, out: Path) -> str:
+    """A room's logins without a room on this box (for Kubernetes): `out`/passwords.json, the hashes
+    the room's authenticator reads (the Secret), and `out`/credentials.txt, what to hand out; both
+    readable by their owner alone. Returns where they went."""
+    from labkit.classroom import auth
+
+    names = [room.ADMIN_USER, *room.learner_names(learners)]
+    out = Path(out)
+    if out.exists():
+        raise HubError(f"{out} exists: give a new folder (its logins would mix with the old ones)")
+    out.mkdir(mode=0o700, parents=True)
+    logins = {name: auth.new_password() for name in names}
+    _private_write(out / room.LOGINS_FILE, json.dumps({n: auth.hash_password(p) for n, p in logins.items()}))
+    _private_write(out / "credentials.txt", credentials_text("https://<the room's address>", logins))
+    return (f"wrote {out / room.LOGINS_FILE} (hashes: the Secret {room.LOGINS_SECRET}) and {out / 'credentials.txt'} "
+            "(the logins to hand out); both readable by you alone")
+
+
 def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str | None = None,
           gpu_share: float | None = None, idle_timeout_s: int = room.DEFAULT_IDLE_TIMEOUT_S,
           proxy: str = "auto", state_dir: Path = DEFAULT_STATE, foreground: bool = True,
@@ -176,6 +194,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         import jupyterhub_idle_culler  # noqa: F401
     except ImportError as err:
         raise ImportError(str(err), name=err.name) from err
+    from labkit.classroom import auth
     from labkit.classroom.proxy import proxy_command
 
     names = room.learner_names(learners)
@@ -250,7 +269,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         _say("what this box enforces for each learner:\n" + "\n".join(line.text() for line in survey))
         _private_write(state_dir / "enforced.json", json.dumps([line.to_json() for line in survey], indent=1))
 
-        logins = {room.ADMIN_USER: accounts.new_password()}
+        logins = {room.ADMIN_USER: auth.new_password()}
         owned = accounts.owned_ids()
         group_limits = groups.GroupLimits(limits.memory_bytes, limits.tasks)
         for name in names:
@@ -266,9 +285,9 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             shutil.copytree(template, folder)
             for path in [folder, *folder.rglob("*")]:
                 os.chown(path, account.uid, account.gid)
-            logins[name] = accounts.new_password()
+            logins[name] = auth.new_password()
         _private_write(state_dir / "passwords.json",
-                       json.dumps({n: accounts.hash_password(p) for n, p in logins.items()}))
+                       json.dumps({n: auth.hash_password(p) for n, p in logins.items()}))
         spec = {
             "state_dir": str(state_dir), "room_id": this.room_id, "learners": names, "bind_url": bind_url,
             "public_url": public_url, "subdomains": subdomains, "tls": {"cert": tls_cert, "key": tls_key},

@@ -195,20 +195,23 @@ class Hierarchy:
         return sorted(found)
 
     def usage(self, room_id: str, learner: str) -> dict:
-        """What the group counts now: memory in bytes, tasks (for the room's checks and bench)."""
+        """What the group counts now: memory in bytes, the processes its cap has killed, tasks (for
+        the room's checks and bench)."""
         folders = self.folders(room_id, learner)
         out = {}
         if self.version == "v1":
             if "memory" in folders:
                 out["memory_bytes"] = int(_read(folders["memory"] / "memory.usage_in_bytes") or 0)
-                out["memory_failures"] = int(_read(folders["memory"] / "memory.failcnt") or 0)
+                control = dict(line.split() for line in _read(folders["memory"] / "memory.oom_control").splitlines()
+                               if len(line.split()) == 2)
+                out["oom_kills"] = int(control.get("oom_kill", 0))
             if "pids" in folders:
                 out["tasks"] = int(_read(folders["pids"] / "pids.current") or 0)
         elif "unified" in folders:
             group = folders["unified"]
             out["memory_bytes"] = int(_read(group / "memory.current") or 0)
             events = dict(line.split() for line in _read(group / "memory.events").splitlines() if " " in line)
-            out["memory_failures"] = int(events.get("max", 0))
+            out["oom_kills"] = int(events.get("oom_kill", 0))
             out["tasks"] = int(_read(group / "pids.current") or 0)
         return out
 

@@ -16,6 +16,9 @@ learners' ``JUPYTER_PATH`` under the name ``python3``) starts every learner's ke
   listens for the output of forked children on a TCP port of 127.0.0.1, without authenticating
   what arrives before reading it whole; here it listens on a unix socket in the learner's runtime
   folder (mode 0700) instead, whatever the network.
+* **before its server in the OOM killer's order**: the kernel raises its oom_score_adj
+  (:data:`labkit.classroom.sandbox.KERNEL_OOM_SCORE_ADJ`), and what it starts inherits it, so when the
+  learner's group is full a kernel or its children end, not the server that holds their session.
 * **the room's limits** (:mod:`labkit.classroom.limits`): the GPU share, both limits in
   ``labkit.describe()``, a memory error explained under its traceback.
 
@@ -120,11 +123,22 @@ def pipe_in_private_folder() -> None:
     iostream.IOPubThread._setup_pipe_out = setup_pipe_out
 
 
+def before_the_server_in_oom_order() -> None:
+    from labkit.classroom.sandbox import KERNEL_OOM_SCORE_ADJ
+
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(str(KERNEL_OOM_SCORE_ADJ))
+    except OSError:  # not Linux, or a kernel that refuses: the order stays as it was
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     network = ""
     if os.environ.get(OWN_NETWORK_ENV) == "1":
         network = own_network(argv)  # execs the kernel again inside its namespace; returns only where refused
+    before_the_server_in_oom_order()
     pipe_in_private_folder()
     from ipykernel.kernelapp import IPKernelApp
 

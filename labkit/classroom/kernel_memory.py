@@ -29,13 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 from labkit.classroom import workload
 from labkit.classroom.limits import GPU_SHARE_ENV
 from labkit.classroom.room import math_threads_env, torch_build
 
 PROG = "python -m labkit hub kernel-memory"
-RECORD = paths.DATA / "hub" / "kernel_memory.json"
+RECORD = records.KERNEL_MEMORY
 MIB = 2**20
 RESOLUTION_MIB = 16
 # The share of the GPU a kernel gets in a room of three (what the record was measured with).

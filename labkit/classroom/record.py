@@ -1,9 +1,12 @@
-"""How many learners one box holds, as measured: the records of ``python -m labkit hub bench``, rendered
-into docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->`` and ``<!-- gpu:hub-room -->``
-markers (labkit.docgen.blocks; tests/test_taught_numbers.py ties each block to its record).
+"""What one box holds, as measured: the records of ``python -m labkit hub bench``, rendered into
+docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->``, ``<!-- gpu:hub-room -->``,
+``<!-- cpu:hub-neighbour -->`` and ``<!-- gpu:hub-neighbour -->`` markers (labkit.docgen.blocks;
+tests/test_taught_numbers.py ties each block to its record).
 
-    labkit/data/hub/cpu.json    this repository's CPU machine, N = 1, 4, 8
-    labkit/data/hub/h200.json   the H200 box, N = 1, 10, 30 (labkit/classroom/gpu_box.sh)
+    labkit/data/hub/cpu.json             this repository's CPU machine, N = 1, 4, 8
+    labkit/data/hub/h200.json            the H200 box, N = 1, 10, 30 (labkit/classroom/gpu_box.sh)
+    labkit/data/hub/neighbour_cpu.json   a learner beside a hostile one (hub bench --neighbour), CPU machine
+    labkit/data/hub/neighbour_h200.json  the same on the H200 box
 
 (Not in labkit/data/gpu/: every file there is a record of ``python -m labkit gpu``.)
 """
@@ -12,10 +15,10 @@ from __future__ import annotations
 
 import json
 
-from labkit import paths
+from labkit import records
 
-DATA = paths.DATA
-RECORDS = {"cpu": DATA / "hub" / "cpu.json", "gpu": DATA / "hub" / "h200.json"}
+RECORDS = {"cpu": records.ROOM_CPU, "gpu": records.ROOM_GPU,
+           "neighbour-cpu": records.ROOM_NEIGHBOUR_CPU, "neighbour-gpu": records.ROOM_NEIGHBOUR_GPU}
 
 
 def load(kind: str) -> dict | None:
@@ -93,10 +96,39 @@ def render_gpu() -> str:
     return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record) + notes
 
 
+def render_neighbour(kind: str) -> str:
+    """A learner's notebook 00 beside a hostile learner, in words, from the record of `kind` ('cpu', 'gpu')."""
+    record = load(f"neighbour-{kind}")
+    where = "this repository's CPU machine" if kind == "cpu" else "the H200 box"
+    if record is None:
+        how = ("`labkit/classroom/gpu_box.sh neighbour` runs it there" if kind == "gpu"
+               else "`sudo .venv/bin/python -m labkit hub bench --neighbour --record`")
+        return f"Not measured on {where} yet: {how}, then `python -m labkit docs --write`."
+    prov, a = record["provenance"], record["neighbour"]
+    idle, busy = sorted(record["idle_s"]), sorted(record["busy_s"])
+    killed = sum(1 for code in a["memory_process_exits"] if code != 0)
+    mib = 2**20
+    fills = "; ".join(f"{name} {a[key]['bytes'] // mib} MiB ({a[key]['error'] or 'not refused'})"
+                      for name, key in (("/dev/shm", "shm"), ("their home", "home")))
+    errors = ", ".join(record["errors_of_b"]) or "none"
+    cpu_share = next((line for line in record["enforced"] if line["what"] == "CPU"), {})
+    share = "enforced" if cpu_share.get("enforced") else "NOT enforced"
+    return (f"On {where} ({record['cgroups']}; CPU share {share}), "
+            f"learner B's notebook 00 took {idle[0]:.1f}-{idle[-1]:.1f} s in an idle room and "
+            f"{busy[0]:.1f}-{busy[-1]:.1f} s, **{record['ratio']:.2f}x** (median against median), while learner A ran "
+            f"{a['busy_processes']} busy processes, forked until refused ({a['forks']['started']} forks: "
+            f"{a['forks']['refused']}), ran {len(a['memory_process_exits'])} processes past their memory "
+            f"({killed} ended by it) and filled {fills}. B's errors: {errors}. Measured {prov['date']} on "
+            f"{prov['machine']} ({prov['shared_cpu'] or 'nothing else running'}; load average while B ran beside A: "
+            f"{record['load_average_while_busy'][0]:.1f}), commit {prov['commit']}: `{prov['command']}`.")
+
+
 def renderers(wrap) -> dict:
     """The blocks, their prose wrapped by `wrap` (labkit.docgen.numbers's, the docs' line length, which
     passes it in); a table's rows stay whole."""
     def wrapped(render):
         return lambda: "\n".join(line if line.startswith("|") else wrap(line) for line in render().split("\n"))
 
-    return {"cpu:hub-room": wrapped(render_cpu), "gpu:hub-room": wrapped(render_gpu)}
+    return {"cpu:hub-room": wrapped(render_cpu), "gpu:hub-room": wrapped(render_gpu),
+            "cpu:hub-neighbour": wrapped(lambda: render_neighbour("cpu")),
+            "gpu:hub-neighbour": wrapped(lambda: render_neighbour("gpu"))}

@@ -221,10 +221,20 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
 
 # One GPU per node, time-sliced this many ways (labkit/classroom/deploy/nvidia-time-slicing.yaml).
 Z2JH_LEARNERS_PER_GPU = 30
+# Who logs in past one box: the room's own authenticator, the very file labkit/classroom/auth.py
+# mounted into the hub's configuration folder (the chart's jupyterhub_config.py puts that folder on
+# sys.path), checking a Secret of password hashes that `python -m labkit hub logins` writes. The
+# chart's default is DummyAuthenticator: any name, any password, the instructor's included.
+Z2JH_CONFIG_DIR = "/usr/local/etc/jupyterhub"
+Z2JH_AUTH_MODULE = "labkit_room_auth"
+LOGINS_SECRET = "labkit-room-logins"
+LOGINS_DIR = "/etc/labkit-room"
+LOGINS_FILE = "passwords.json"
 
 
-def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
-    """The Zero to JupyterHub chart's values for the same room: the image binder/ describes, one
+def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU, learners: int = Z2JH_LEARNERS_PER_GPU) -> dict:
+    """The Zero to JupyterHub chart's values for the same room: the room's authenticator with the
+    `learners` as the only users and the instructor as admin, the image binder/ describes, one
     time-sliced GPU per node, the per-learner limits of a box of `learners_per_gpu` learners, the
     same start notebook and idle culling, and each learner's folder built fresh at start."""
     limits = limits_for(learners_per_gpu, host_memory=learners_per_gpu * int(DEFAULT_MEMORY_GIB * 2**30) * 2,
@@ -233,8 +243,19 @@ def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU) -> dict:
     folder = f"/home/jovyan/{LEARNER_FOLDER}"
     build_folder = (f"test -d {folder} || "
                     f"python -m labkit student-edition --src {IMAGE_REPO_DIR}/notebooks --out {folder}")
+    auth_source = (Path(__file__).with_name("auth.py")).read_text()
     return {
-        "hub": {"config": {"Authenticator": {"admin_users": [ADMIN_USER]}}},
+        "hub": {
+            "config": {
+                "JupyterHub": {"authenticator_class": f"{Z2JH_AUTH_MODULE}.RoomAuthenticator"},
+                "Authenticator": {"admin_users": [ADMIN_USER], "allowed_users": learner_names(learners)},
+                "RoomAuthenticator": {"table_file": f"{LOGINS_DIR}/{LOGINS_FILE}"},
+            },
+            "extraFiles": {"labkit-room-auth": {"mountPath": f"{Z2JH_CONFIG_DIR}/{Z2JH_AUTH_MODULE}.py",
+                                                "stringData": auth_source}},
+            "extraVolumes": [{"name": LOGINS_SECRET, "secret": {"secretName": LOGINS_SECRET}}],
+            "extraVolumeMounts": [{"name": LOGINS_SECRET, "mountPath": LOGINS_DIR, "readOnly": True}],
+        },
         "singleuser": {
             "image": {"name": IMAGE_NAME, "tag": IMAGE_TAG},
             "defaultUrl": DEFAULT_URL,

@@ -10,6 +10,10 @@ learner. Every process the learner starts later descends from that server and in
                      seen by another, and no learner can plant a file where another's programs look
                      (torch's /tmp/torchinductor_<name>, say); the home itself is a tmpfs of the
                      room's disk size (:func:`mount_home`), so those folders count against it too
+    OOM order        each kernel raises its own oom_score_adj (anyone may raise theirs; lowering the
+                     server's instead needs a capability a container may withhold): when the group's
+                     cap ends a process, it ends a kernel or what a kernel started, not first the
+                     server that holds the learner's session
     rlimits          RLIMIT_DATA (per process, under the group's cap: a large allocation is a
                      MemoryError the learner can read before the group's OOM killer answers),
                      RLIMIT_NPROC (per uid, which is per learner here: the process count where no
@@ -35,6 +39,9 @@ from labkit.classroom import groups
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 # Where their own copies live, under the home (a dot folder: JupyterLab's file browser hides it).
 PRIVATE_ROOT = ".room"
+
+# A kernel's place in the OOM killer's order, against its server's default 0 (labkit.classroom.kernel).
+KERNEL_OOM_SCORE_ADJ = 500
 
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
