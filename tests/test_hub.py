@@ -528,6 +528,32 @@ def _run_a_cell_in_jupyterlab(tab, person: Learner) -> None:
     assert violations == [], violations
 
 
+def check_the_gpu_share_is_what_the_room_says(hub, learners):
+    """On a GPU box the room says the GPU memory share is not enforced beyond a learner's reach (each
+    kernel holds itself to it; no MIG instance per learner here): a learner's own code can lift it.
+    The check makes the room's word true or fails: a kernel lifts its share and allocates past it."""
+    import torch
+
+    line = next(line for line in json.loads((hub.state / "enforced.json").read_text()) if line["what"] == "GPU memory")
+    if not torch.cuda.is_available():
+        assert line["enforced"] and "no NVIDIA GPU" in line["how"], line
+        return
+    assert not line["enforced"] and f"{SHARE:.3f}" in line["how"], line
+    with learners[0].new_kernel() as kernel:
+        lifted = kernel.execute(
+            "import labkit, torch\n"
+            "total = torch.cuda.get_device_properties(0).total_memory\n"
+            f"past = int(total * {SHARE}) + 2**30\n"
+            "try:\n"
+            "    torch.empty(past, dtype=torch.uint8, device='cuda'); held = 'held'\n"
+            "except torch.OutOfMemoryError:\n"
+            "    held = 'refused'\n"
+            "torch.cuda.empty_cache(); torch.cuda.set_per_process_memory_fraction(1.0)\n"
+            "x = torch.empty(past, dtype=torch.uint8, device='cuda')\n"
+            "print(held, 'lifted')\n")
+    assert lifted.error is None and lifted.text().split() == ["refused", "lifted"], lifted.text()
+
+
 def check_nothing_of_a_learner_is_shared(hub, learners):
     """A plants a pickle where B's torch.compile would look by default (/tmp/torchinductor_<B>) and
     writes a forged line into every file its kernel holds open; B's temporary and cache folders are
@@ -574,27 +600,6 @@ def _timed_notebook_00(person: Learner) -> tuple[float, list]:
     return time.monotonic() - t0, [(c.source[:60], c.error["ename"]) for c in cells if c.error]
 
 
-def _running(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, ended and not yet waited for by its parent, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _wait_for_neighbour(out: Path, pid: int, key: str, timeout_s: float) -> dict:
-    """The neighbour's summary once it says `key`; fails at once if the neighbour died first."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        alive = _running(pid)
-        summary = json.loads(out.read_text()) if out.exists() else {}
-        if summary.get(key):
-            return summary
-        assert alive, f"the neighbour ended before {key}: {summary}"
-        time.sleep(0.5)
-    raise AssertionError(f"the neighbour did not get to {key} in {timeout_s:.0f} s")
-
-
 def check_a_noisy_neighbour_leaves_the_other_learner_working(hub, learners):
     """B runs notebook 00 in an idle room, then again while A runs busy processes, fills memory past
     A's cap, fills /dev/shm and the home, and forks until refused (labkit.classroom.neighbour). B
@@ -614,12 +619,12 @@ def check_a_noisy_neighbour_leaves_the_other_learner_working(hub, learners):
         kernel.close()
     pid = int(started.text().split()[-1])
     try:
-        summary = _wait_for_neighbour(out, pid, "holding", 300)
+        summary = neighbour.wait_for(out, pid, "holding", 300)
         usage = _hierarchy(hub).usage(hub.room_id, a.name)
         busy_s, busy_errors = _timed_notebook_00(b)
     finally:
         stop.touch()
-    summary = _wait_for_neighbour(out, pid, "ended", 60)
+    summary = neighbour.wait_for(out, pid, "ended", 60)
     print(f"\nB's notebook 00: {idle_s:.1f} s in an idle room, {busy_s:.1f} s beside the noisy neighbour "
           f"(x{busy_s / idle_s:.2f}); neighbour: {summary}; A's group then: {usage}")
     assert busy_errors == [], busy_errors
@@ -662,9 +667,9 @@ def check_a_learner_cannot_replace_their_server(hub, learners):
     assert probe.error is None, probe.text()
     assert probe.text().split() == ["True", "refused", "refused"], probe.text()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _running(pid):
+    while time.monotonic() < deadline and neighbour.running(pid):
         time.sleep(0.2)
-    assert not _running(pid), "A's kernel could not end A's server"  # it may: the same user
+    assert not neighbour.running(pid), "A's kernel could not end A's server"  # it may: the same user
     time.sleep(2)
     import requests
 
@@ -777,7 +782,8 @@ CHECKS = [check_the_room_says_what_this_box_enforces, check_each_learner_is_one_
           check_a_learners_kernel_cannot_touch_another_learners_files,
           check_a_learners_kernel_cannot_go_around_the_proxy, check_only_the_instructor_reaches_the_admin_page,
           check_no_secret_lands_where_a_learner_reads, check_no_token_is_on_any_command_line,
-          check_a_learners_page_runs_no_script_for_anyone, check_nothing_of_a_learner_is_shared,
+          check_a_learners_page_runs_no_script_for_anyone, check_the_gpu_share_is_what_the_room_says,
+          check_nothing_of_a_learner_is_shared,
           check_a_noisy_neighbour_leaves_the_other_learner_working,
           # last before the close: one ends a learner's server, the other leaves a process for the close
           check_a_learner_cannot_replace_their_server, check_a_reforking_process_runs_when_the_room_closes]

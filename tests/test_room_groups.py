@@ -30,11 +30,12 @@ def _v2(tmp_path: Path) -> groups.Hierarchy:
 def test_v2_is_picked_from_the_mount_table_and_written_as_the_kernel_lays_it_out(tmp_path):
     hierarchy = _v2(tmp_path)
     assert hierarchy.version == "v2" and {"memory", "pids", "cpu"} <= set(hierarchy.controllers)
-    hierarchy.prepare("r1")
+    hierarchy.prepare("r1", learners=30)
     # The controllers pass down: enabled at the root (the box left them off), then in the room's group.
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
     room = tmp_path / "labkit-r1"
     assert (room / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    assert (room / "cpu.weight").read_text() == "3000"  # the room weighs as its 30 learners
     (room / "labkit-learner01").mkdir()
     (room / "labkit-learner01" / "memory.swap.max").write_text("max")  # the kernel makes it where swap is counted
     hierarchy.create("r1", "labkit-learner01", LIMITS)
@@ -78,7 +79,8 @@ def test_v1_nests_each_controllers_groups_under_the_hubs_own(tmp_path):
     hierarchy = _v1(tmp_path)
     assert hierarchy.version == "v1" and hierarchy.controllers == ("memory", "pids", "cpu", "freezer")
     assert hierarchy.mounts["memory"] == tmp_path / "memory" / "job" / "7"  # inside the hub's own memory group
-    hierarchy.prepare("r1")
+    hierarchy.prepare("r1", learners=2)
+    assert (hierarchy.folders("r1")["cpu"] / "cpu.shares").read_text() == "2048"
     folders = hierarchy.folders("r1", "labkit-learner01")
     folders["memory"].mkdir(parents=True)
     (folders["memory"] / "memory.memsw.limit_in_bytes").write_text("")  # a box that counts swap

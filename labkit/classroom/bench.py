@@ -181,10 +181,8 @@ def neighbour_bench(extra: list[str], repeats: int) -> dict:
             home = Path(pwd.getpwnam(a.name).pw_dir)
             out, stop = home / ".room" / "neighbour.json", home / ".room" / "neighbour.stop"
             with a.new_kernel() as kernel:
-                kernel.execute(neighbour.start_cell(str(out), str(stop)))
-            deadline = time.monotonic() + 600
-            while time.monotonic() < deadline and not (out.exists() and json.loads(out.read_text()).get("holding")):
-                time.sleep(0.5)
+                pid = int(kernel.execute(neighbour.start_cell(str(out), str(stop))).text().split()[-1])
+            neighbour.wait_for(out, pid, "holding", 600)
             state = json.loads((hub.state / "state.json").read_text())
             hierarchy = groups.Hierarchy.from_json(state["hierarchy"])
             usage = hierarchy.usage(state["room_id"], a.name) if hierarchy.enforces else {}
@@ -193,10 +191,7 @@ def neighbour_bench(extra: list[str], repeats: int) -> dict:
                 busy = [_notebook_00_seconds(b) for _ in range(repeats)]
             finally:
                 stop.touch()
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not json.loads(out.read_text()).get("ended"):
-                time.sleep(0.5)
-            summary = json.loads(out.read_text())
+            summary = neighbour.wait_for(out, pid, "ended", 120)
             enforced = json.loads((hub.state / "enforced.json").read_text())
         finally:
             hub.close()

@@ -257,7 +257,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
 
         hierarchy = groups.detect()
         try:
-            hierarchy.prepare(this.room_id)
+            hierarchy.prepare(this.room_id, learners)
         except groups.GroupError as err:
             hierarchy = groups.Hierarchy("none", why_not=str(err))
         this.hierarchy = hierarchy.to_json()

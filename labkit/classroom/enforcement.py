@@ -51,12 +51,17 @@ def kernel_network_refusal(python: str) -> str:
 
 
 def gpu_state() -> str:
-    """'' where this box has no NVIDIA GPU, else nvidia-smi's list of them (MIG instances included)."""
+    """'' where this box has no NVIDIA GPU, else nvidia-smi's list of them (MIG instances included),
+    or the device files where nvidia-smi is missing."""
+    from pathlib import Path
+
     smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return ""
-    done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
-    return done.stdout.strip() if done.returncode == 0 else ""
+    if smi is not None:
+        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    devices = sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))
+    return f"NVIDIA device files {', '.join(devices)}" if devices else ""
 
 
 def survey(limits: Limits, hierarchy: groups.Hierarchy, mount_refusal: str, network_refusal: str,

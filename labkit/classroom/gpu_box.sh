@@ -11,7 +11,11 @@
 #    Python port of the proxy (no Node there) and merges its room sizes into
 #    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.
-# 3. Back here: python -m labkit docs --write renders the record into docs/INSTRUCTOR_GUIDE.md.
+#    The room's limits there (cgroup v2, the GPU share) and what one hostile learner costs another,
+#    one call each:
+#        bash labkit/classroom/gpu_box.sh test        # tests/test_room_groups.py and tests/test_hub.py
+#        bash labkit/classroom/gpu_box.sh neighbour   # hub bench --neighbour: labkit/data/hub/neighbour_h200.json
+# 3. Back here: python -m labkit docs --write renders the records into docs/INSTRUCTOR_GUIDE.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
 PLATFORMS="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64
@@ -28,16 +32,24 @@ download)
     rm .whl/requirements.txt
     echo "$(ls .whl/*.whl | wc -l) wheels, $(du -cm .whl/*.whl | tail -1 | cut -f1) MiB in .whl/"
     ;;
-run)
-    sizes="${2:?give the room sizes, e.g. run 1,10}"
+run|test|neighbour)
     command -v useradd >/dev/null || { echo "this box has no useradd: the hub needs it to create the learners" >&2; exit 1; }
     [ "$(id -u)" = 0 ] || { echo "the hub runs as root (it creates a system user per learner)" >&2; exit 1; }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
     python3 -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
-    python3 -m labkit hub bench --learners "$sizes" --proxy python --memory 3G --record --merge \
-        --shared-note "the GPU box, nothing else running"
-    if [ -n "${OUT:-}" ]; then cp labkit/data/hub/h200.json "$OUT/"; fi
+    case "$1" in
+    run)
+        sizes="${2:?give the room sizes, e.g. run 1,10}"
+        python3 -m labkit hub bench --learners "$sizes" --proxy python --memory 3G --record --merge \
+            --shared-note "the GPU box, nothing else running"
+        if [ -n "${OUT:-}" ]; then cp labkit/data/hub/h200.json "$OUT/"; fi ;;
+    test)  # -p no:cacheprovider: the tree's copy may be read-only; the browser check says it needs Chromium
+        python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/test_room_groups.py tests/test_hub.py ;;
+    neighbour)
+        python3 -m labkit hub bench --neighbour --repeats 3 --proxy python --memory 3G --record \
+            --shared-note "the GPU box, nothing else running" ;;
+    esac
     ;;
 *)
     sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;  # the comment above

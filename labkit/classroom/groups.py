@@ -140,9 +140,11 @@ class Hierarchy:
                    Path(data["root"]), data["why_not"], data["fake"])
 
     # -- make, join, read ------------------------------------------------------------------------
-    def prepare(self, room_id: str) -> None:
+    def prepare(self, room_id: str, learners: int = 1) -> None:
         """The room's own group, under which each learner's goes (v2: with the controllers passed
-        down to it, enabled at the root first where the box left them off)."""
+        down to it, enabled at the root first where the box left them off). Its CPU weight is its
+        learners' together: beside the box's other work the room counts as that many processes,
+        not as one."""
         if self.version == "v2":
             wanted = [c for c in self.controllers if c != "freezer"]  # v2 freezes without a controller
             enabled = _read(self.root / "cgroup.subtree_control").split()
@@ -152,9 +154,13 @@ class Hierarchy:
             room = self.root / self.room_name(room_id)
             room.mkdir(exist_ok=True)
             _write(room / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
+            if "cpu" in self.controllers:
+                _write(room / "cpu.weight", str(min(10_000, CPU_WEIGHT_V2 * learners)))
         elif self.version == "v1":
-            for group in self.folders(room_id).values():
+            for controller, group in self.folders(room_id).items():
                 group.mkdir(parents=True, exist_ok=True)
+                if controller == "cpu":
+                    _write(group / "cpu.shares", str(CPU_SHARES_V1 * learners))
 
     def create(self, room_id: str, learner: str, limits: GroupLimits) -> None:
         """The learner's group with its limits (systemd: made when the server starts, in its scope)."""

@@ -28,21 +28,44 @@ MIB = 2**20
 # One memory process touches this much, under any per-process limit a room sets, so only the
 # learner's group can stop them; together they pass the learner's memory (MEM_LIMIT).
 MEMORY_PROCESS_MIB = 900
-FILL_CHUNK = b"\0" * MIB
+
+
+# What the learner's group may end first: everything the neighbour starts (its own default after
+# that, so the coordinator that writes the summary outlives them).
+FIRST_TO_GO = 1000
+
+_FILL = """
+import json, sys
+path, limit = sys.argv[1], int(sys.argv[2])
+chunk, written, error = bytes(2**20), 0, None
+try:
+    with open(path, 'wb') as fh:
+        while written < limit:
+            fh.write(chunk); fh.flush(); written += len(chunk)
+except OSError as err:
+    error = err.strerror or str(err)
+print(json.dumps({'bytes': written, 'error': error}))
+"""
+
+
+def _oom_score(value: int) -> None:
+    with open("/proc/self/oom_score_adj", "w") as fh:
+        fh.write(str(value))
+
+
+def _child(args: list[str], **kwargs) -> subprocess.Popen:
+    """A process of the neighbour's, first in the OOM killer's order."""
+    return subprocess.Popen([sys.executable, *args], preexec_fn=lambda: _oom_score(FIRST_TO_GO), **kwargs)
 
 
 def _fill(path: Path, limit_bytes: int) -> dict:
-    """Write `path` until the box refuses or `limit_bytes`; what was written and why it stopped."""
-    written, error = 0, None
-    try:
-        with open(path, "wb") as fh:
-            while written < limit_bytes:
-                fh.write(FILL_CHUNK)
-                fh.flush()
-                written += len(FILL_CHUNK)
-    except OSError as err:
-        error = err.strerror or str(err)
-    return {"bytes": written, "error": error}
+    """Write `path` until the box refuses or `limit_bytes`, in a child; what was written and why it
+    stopped (a file in a tmpfs counts in the writer's memory: its group may end the writer first)."""
+    proc = _child(["-c", _FILL, str(path), str(limit_bytes)], stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        return {"bytes": path.stat().st_size if path.exists() else 0, "error": f"writer ended ({proc.returncode})"}
+    return json.loads(out)
 
 
 def _memory_processes() -> list[int]:
@@ -53,7 +76,7 @@ def _memory_processes() -> list[int]:
             "except MemoryError:\n    sys.exit(1)\n")
     learner_memory = int(os.environ.get("MEM_LIMIT") or 4 * 2**30)
     count = learner_memory // (MEMORY_PROCESS_MIB * MIB) + 2
-    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+    procs = [_child(["-c", code]) for _ in range(count)]
     return [p.wait() for p in procs]
 
 
@@ -81,11 +104,15 @@ def _write(out: Path, summary: dict) -> None:
 
 
 def run(out: Path, stop: Path, busy: int, hold_s: float, disk_limit: int) -> dict:
+    try:
+        _oom_score(0)  # below what it starts: a kernel's children begin above it
+    except OSError:
+        pass
     summary: dict = {"holding": False, "pid": os.getpid()}
     # A little room kept for the summary itself: the fills below take the rest of the disk.
     reserve = out.with_name(out.name + ".reserve")
-    reserve.write_bytes(FILL_CHUNK)
-    busy_procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    reserve.write_bytes(bytes(MIB))
+    busy_procs = [_child(["-c", "while True: pass"]) for _ in range(busy)]
     summary["busy_processes"] = len(busy_procs)
     summary["memory_process_exits"] = _memory_processes()
     fills = [Path("/dev/shm") / f"neighbour-{os.getpid()}", Path.home() / f"neighbour-fill-{os.getpid()}"]
@@ -124,6 +151,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run(Path(args.out), Path(args.stop), args.busy, args.hold_s, args.fill_mib * MIB)
     return 0
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, ended and not yet waited for by its parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def wait_for(out: Path, pid: int, key: str, timeout_s: float) -> dict:
+    """The summary at `out` once it says `key` (holding, ended); an error at once if the neighbour
+    (`pid`) ended before, with what it had written."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = running(pid)
+        summary = json.loads(out.read_text()) if out.exists() else {}
+        if summary.get(key):
+            return summary
+        if not alive:
+            raise RuntimeError(f"the neighbour ended before it was {key}: {summary or 'no summary'}")
+        time.sleep(0.5)
+    raise RuntimeError(f"the neighbour was not {key} after {timeout_s:.0f} s")
 
 
 def start_cell(out: str, stop: str, busy: int = 6) -> str:

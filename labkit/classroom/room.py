@@ -45,7 +45,9 @@ DEFAULT_MEMORY_GIB = 3.0
 # the learner reads before their group's cap is reached and the kernel's OOM killer ends a process.
 SERVER_ALLOWANCE_GIB = 0.5
 # A learner's files: their home and their own /tmp, /var/tmp, /dev/shm, on a tmpfs of this size,
-# counted in their memory (the notebooks, their outputs and torch's caches are a few MB).
+# counted in their memory (the notebooks, their outputs and torch's caches are a few MB): 1 GiB, or
+# a quarter of their memory if less, and never over half of it, so that a full disk leaves their
+# server and a kernel room to run.
 DEFAULT_DISK_GIB = 1.0
 # Processes and threads of one learner together: a server, two kernels with torch's threads and a
 # few subprocesses fit many times over; a fork loop stops here.
@@ -201,10 +203,10 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
             f"process once their server's {SERVER_ALLOWANCE_GIB:g} GiB is set aside; with the {build} build of "
             f"torch a kernel needs at least {floor:g} GiB (labkit/data/hub/kernel_memory.json): a larger "
             "--memory, fewer learners, or a bigger box")
-    disk_bytes = parse_memory(disk, "--disk") if disk else int(DEFAULT_DISK_GIB * 2**30)
-    if disk_bytes >= chosen:
-        raise LabkitInputError(f"--disk {disk}: a learner's files count in their memory ({chosen / 2**30:.2f} GiB); "
-                               "give less disk, or more --memory")
+    disk_bytes = parse_memory(disk, "--disk") if disk else min(int(DEFAULT_DISK_GIB * 2**30), chosen // 4)
+    if disk_bytes > chosen // 2:
+        raise LabkitInputError(f"--disk {disk}: a learner's files count in their memory ({chosen / 2**30:.2f} GiB), "
+                               "and may take half of it at most; give less disk, or more --memory")
     if not 16 <= tasks <= 100_000:
         raise LabkitInputError(f"--processes {tasks}: between 16 and 100000 processes and threads per learner")
     share = gpu_share if gpu_share is not None else round(GPU_SHARED_PART / learners, 4)
