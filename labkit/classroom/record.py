@@ -108,8 +108,8 @@ def render_neighbour(kind: str) -> str:
     idle, busy = sorted(record["idle_s"]), sorted(record["busy_s"])
     killed = sum(1 for code in a["memory_process_exits"] if code != 0)
     mib = 2**20
-    fills = "; ".join(f"{name} {a[key]['bytes'] // mib} MiB ({a[key]['error'] or 'not refused'})"
-                      for name, key in (("/dev/shm", "shm"), ("their home", "home")))
+    fills = " and ".join(f"{a[key]['bytes'] // mib} MiB to {name} ({a[key]['error'] or 'not refused'})"
+                         for name, key in (("/dev/shm", "shm"), ("their home", "home")))
     errors = ", ".join(record["errors_of_b"]) or "none"
     cpu_share = next((line for line in record["enforced"] if line["what"] == "CPU"), {})
     share = "enforced" if cpu_share.get("enforced") else "NOT enforced"
@@ -117,8 +117,9 @@ def render_neighbour(kind: str) -> str:
             f"learner B's notebook 00 took {idle[0]:.1f}-{idle[-1]:.1f} s in an idle room and "
             f"{busy[0]:.1f}-{busy[-1]:.1f} s, **{record['ratio']:.2f}x** (median against median), while learner A ran "
             f"{a['busy_processes']} busy processes, forked until refused ({a['forks']['started']} forks: "
-            f"{a['forks']['refused']}), ran {len(a['memory_process_exits'])} processes past their memory "
-            f"({killed} ended by it) and filled {fills}. B's errors: {errors}. Measured {prov['date']} on "
+            f"{a['forks']['refused']}), ran {len(a['memory_process_exits'])} processes that together went past "
+            f"their memory ({killed} ended by their group's cap) and wrote {fills}. B's errors: {errors}. "
+            f"Measured {prov['date']} on "
             f"{prov['machine']} ({prov['shared_cpu'] or 'nothing else running'}; load average while B ran beside A: "
             f"{record['load_average_while_busy'][0]:.1f}), commit {prov['commit']}: `{prov['command']}`.")
 
