@@ -178,21 +178,25 @@ def end_processes(uid: int, grace_s: float = 5.0) -> int:
 
 
 def kill_all_of(uid: int, timeout_s: float = 20) -> None:
-    """SIGKILL every process of `uid` at once, again until none is left: a process running as `uid`
-    calls kill(-1), which signals every process that user may signal, with new processes held off
-    while it does (so one that re-forks cannot slip past, as it can between reading a pid and
-    signalling it)."""
-    kill = shutil.which("kill")
+    """SIGKILL every process of `uid` at once, until none is left: a process running as `uid` calls
+    kill(-1), which signals every process that user may signal, with new processes held off while
+    it does. A process that re-forks every millisecond is caught so, where reading a pid and then
+    signalling it is not; it even slips past a scan of /proc (its pid is new each time), so the
+    sweep runs whatever the scan says, and ends after two sweeps in a row find nothing left."""
+    def sweep():  # in the child, once it is `uid` (subprocess sets the ids before it runs this)
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:  # nothing of `uid` left to signal
+            pass
+
     deadline = time.monotonic() + timeout_s
-    while pids_of(uid) and time.monotonic() < deadline:
-        if kill:
-            subprocess.run([kill, "-s", "KILL", "--", "-1"], user=uid, group=uid, extra_groups=[],
-                           capture_output=True)
-        else:
-            signal_until_gone(lambda: pids_of(uid), 0.5)
+    quiet = 0
+    while quiet < 2:
+        subprocess.run(["true"], user=uid, group=uid, extra_groups=[], preexec_fn=sweep, capture_output=True)
         time.sleep(0.05)
-    if pids_of(uid):
-        raise AccountError(f"processes of uid {uid} still run after SIGKILL: {pids_of(uid)}")
+        quiet = quiet + 1 if not pids_of(uid) else 0
+        if time.monotonic() > deadline:
+            raise AccountError(f"processes of uid {uid} still run after SIGKILL: {pids_of(uid)}")
 
 
 def _walk(folder: Path):

@@ -115,7 +115,7 @@ def survey(limits: Limits, hierarchy: groups.Hierarchy, mount_refusal: str, netw
     else:
         lines.append(Line("pages", False, f"{pages}, one origin: a learner's kernel could end their own server and "
                           "listen on its port in its place (no user namespaces here); for strangers, give the room a "
-                          "name with a subdomain per learner (--domain)"))
+                          "name with a subdomain per learner (--public-url https://NAME --subdomains)"))
     if "freezer" in has:
         lines.append(Line("close", True, f"every learner's group frozen, then killed whole ({kind}); then every "
                           "process of their uid in one sweep"))

@@ -71,7 +71,6 @@ def addresses(ip: str, port: int, public_url: str | None = None, subdomains: boo
     certificate and key, else HTTP for a TLS front before it (or a room on loopback). With
     `subdomains` each learner's server gets an origin of its own under the public name
     (``https://labkit-learner01.<name>``), which needs a name, not an address."""
-    import ipaddress
     from urllib.parse import urlsplit
 
     if bool(tls_cert) != bool(tls_key):
@@ -85,15 +84,21 @@ def addresses(ip: str, port: int, public_url: str | None = None, subdomains: boo
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
         raise LabkitInputError(f"--public-url {public_url!r}: give the address learners type, e.g. "
                                "https://room.example.org")
-    if subdomains:
-        try:
-            ipaddress.ip_address(parts.hostname)
-            raise LabkitInputError(f"--subdomains needs a name in --public-url, not the address {parts.hostname}: "
-                                   "each learner gets <learner>.<name>, so the name's every subdomain must point "
-                                   "to this box (a wildcard DNS record)")
-        except ValueError:
-            pass
+    if subdomains and _is_address(parts.hostname):
+        raise LabkitInputError(f"--subdomains needs a name in --public-url, not the address {parts.hostname}: "
+                               "each learner gets <learner>.<name>, so the name's every subdomain must point to "
+                               "this box (a wildcard DNS record)")
     return bind_url, public
+
+
+def _is_address(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def start_url(lab: bool = True) -> str:

@@ -85,14 +85,20 @@ def _bind(libc, source: Path, target: str) -> None:
 
 def enter_private_folders(home: Path) -> None:
     """This process (and what it starts) gets a mount namespace of its own, in which each shared
-    folder that exists is the learner's private copy under `home`. Root only."""
+    folder that exists is the learner's private copy under `home`. Root only. The copies are opened
+    before the first mount, so a home that lies under a shared folder still binds whole."""
     libc = _libc()
     _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Nothing mounted here propagates back to the box, nor the box's later mounts in.
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
-    for shared in SHARED_FOLDERS:
-        if os.path.isdir(shared):
-            _bind(libc, private_folder(home, shared), shared)
+    copies = {shared: os.open(private_folder(home, shared), os.O_PATH | os.O_DIRECTORY)
+              for shared in SHARED_FOLDERS if os.path.isdir(shared)}
+    try:
+        for shared, fd in copies.items():
+            _bind(libc, Path(f"/proc/self/fd/{fd}"), shared)
+    finally:
+        for fd in copies.values():
+            os.close(fd)
 
 
 def enter(plan: Plan) -> None:
