@@ -1,7 +1,7 @@
 """`make lab` opens the learner's edition: the edition switch and the port, checked in one line; the
 learner's folder; trust; the server Binder starts (binder/postBuild); the Windows route.
 
-Nothing here starts a server (``os.execv`` is replaced); the browser stage (tests/browser) opens the lab.
+Nothing here starts a server (``os.execve`` is replaced); the browser stage (tests/browser) opens the lab.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def started(tmp_path, monkeypatch):
     monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")
     monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "jupyterlab"))
     commands = []
-    monkeypatch.setattr(lab.os, "execv", lambda path, cmd: commands.append(cmd))
+    monkeypatch.setattr(lab.os, "execve", lambda path, cmd, env: commands.append(cmd))
     monkeypatch.setattr(lab.os, "chdir", lambda path: None)
     return commands
 

@@ -283,12 +283,15 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
 
     monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path))
     started = []
-    monkeypatch.setattr(lab.os, "execv", lambda path, cmd: started.append(cmd))
+    monkeypatch.setattr(lab.os, "execve", lambda path, cmd, env: started.append((cmd, env)))
     monkeypatch.setattr(lab.os, "chdir", lambda path: None)
     monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")  # the lab's signature database
     main(["lab", "--edition", "instructor", "--port", "8123"])  # the student edition: tests/test_learner_lab.py
-    (cmd,) = started
-    assert "Open the lab at" in capsys.readouterr().out
+    ((cmd, env),) = started
+    printed = capsys.readouterr().out
+    assert "Open the lab at" in printed
+    # The token the address carries reaches the server in its environment, and is on no command line.
+    assert f"?token={env[lab.TOKEN_ENV]}" in printed and not any(env[lab.TOKEN_ENV] in word for word in cmd)
     assert json.loads((tmp_path / "settings" / "overrides.json").read_text()) == lab.LAB_OVERRIDES
     assert all(flag in cmd for flag in lab.NO_NEWS_FLAGS) and cmd[-1] == lab.FIRST_NOTEBOOK
     # The flags mean what they say to this JupyterLab: no feed URL at all, a checker that never asks.
