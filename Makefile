@@ -60,7 +60,7 @@ XDIST_TESTS     := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist workst
 XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadscope)
 
 .PHONY: hub lab lab-check test lint test-unit test-unit-backend test-every-backend test-notebooks test-room \
-	test-room-begin test-room-end test-triton-next-begin test-triton-next-end \
+	test-room-begin test-room-end test-hub test-hub-begin test-hub-end test-triton-next-begin test-triton-next-end \
 	test-triton-next test-browser test-clock \
 	wheelhouse repro info student figures refresh bench-cpu mutants clean
 
@@ -109,8 +109,8 @@ lab-check:
 # stages, and the Triton 3.9 stage beside the browser stage (whose processes wait on one another:
 # page loads, kernel starts, polls). A background stage's output is shown when it is waited for; a stage that
 # fails before then stops make, and make's exit ends the background stage.
-test: test-clock lint test-room-begin test-unit test-unit-backend test-notebooks test-room-end \
-	test-triton-next-begin test-browser test-triton-next-end
+test: test-clock lint test-room-begin test-unit test-unit-backend test-hub-begin test-notebooks test-room-end \
+	test-triton-next-begin test-browser test-triton-next-end test-hub-end
 	@$(TIMED) --summary
 
 test-clock:
@@ -121,7 +121,19 @@ lint: $(STAMP)
 	@$(TIMED) lint $(BIN)/ruff check .
 
 test-unit: $(STAMP)
-	@$(TEST_ENV) $(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser
+	@$(TEST_ENV) $(TIMED) unit $(BIN)/python -m pytest -q $(XDIST_TESTS) tests --ignore=tests/browser \
+		--ignore=tests/test_hub.py
+
+# A room of two on a real hub, attacked as a hostile learner would (tests/test_hub.py, as root; it
+# skips without root): minutes of waiting on servers, kernels and Chromium more than of CPU, so in
+# make test it runs beside the notebook, browser and Triton stages (-begin, -end), as the room stage does.
+HUB_STAGE = $(BIN)/python -m pytest -q -rs -p no:xdist -p no:cacheprovider tests/test_hub.py
+test-hub: $(STAMP)
+	@$(TEST_ENV) $(TIMED) hub $(HUB_STAGE)
+test-hub-begin: $(STAMP)
+	@$(TEST_ENV) $(TIMED) $(BESIDE) hub $(HUB_STAGE)
+test-hub-end:
+	$(call WAIT_FOR,hub)
 
 # The tests of the backend choice again, with LABKIT_BACKEND set (the unit stage runs with it unset).
 # On a CPU, LABKIT_BACKEND=interpreter makes labkit pick at import what it picks unset, so the rest of

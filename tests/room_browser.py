@@ -162,7 +162,7 @@ def log_in(context, hub_url: str, name: str, password: str):
     return page
 
 
-def visit(page, url: str, wait_ms: int = 1500) -> int | None:
+def visit(page, url: str, wait_ms: int = 1000) -> int | None:
     """Open `url` in `page` and give any script on it time to run; returns the HTTP status."""
     response = page.goto(url, timeout=60_000)
     page.wait_for_timeout(wait_ms)

@@ -467,7 +467,8 @@ def check_a_learners_page_runs_no_script_for_anyone(hub, learners):
                 context = chromium.new_context()
                 try:
                     tab = room_browser.log_in(context, hub.url, person, password)
-                    for url in addresses:
+                    # The instructor and B open every address; A, their own file (served, sandboxed).
+                    for url in addresses if person != a.name else [f"{base}/files/evil.html"]:
                         seen[(person, url)] = room_browser.visit(tab, url)
                     if person == a.name:
                         _run_a_cell_in_jupyterlab(tab, a)
@@ -807,7 +808,9 @@ def test_a_room_of_two_learners_on_a_real_hub(tmp_path):
         hub.wait_open()
         learners = _log_in_and_start(hub)
         for check in CHECKS:
+            t0 = time.monotonic()
             check(hub, learners)
+            print(f"{check.__name__}: {time.monotonic() - t0:.1f} s", flush=True)  # where the test's time goes
         uids = check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners)
         check_an_idle_server_is_culled_and_a_killed_hub_still_leaves_nothing(tmp_path, min(uids))
     finally:

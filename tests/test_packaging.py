@@ -180,12 +180,17 @@ def test_make_test_runs_the_linter_first_and_every_stage():
     (prereqs,) = re.findall(r"^test:((?:[^\n]*\\\n)*[^\n]*)", MAKEFILE, re.M)
     stages = [s for s in prereqs.replace("\\\n", " ").split() if s != "test-clock"]
     # The room stage begins after the linter, runs beside the three stages that follow, and is waited
-    # for; the Triton 3.9 stage runs beside the browser stage.
-    assert stages == ["lint", "test-room-begin", "test-unit", "test-unit-backend", "test-notebooks", "test-room-end",
-                      "test-triton-next-begin", "test-browser", "test-triton-next-end"]
+    # for; the hub stage runs beside the notebook, browser and Triton stages; the Triton 3.9 stage runs
+    # beside the browser stage.
+    assert stages == ["lint", "test-room-begin", "test-unit", "test-unit-backend", "test-hub-begin", "test-notebooks",
+                      "test-room-end", "test-triton-next-begin", "test-browser", "test-triton-next-end",
+                      "test-hub-end"]
+    # The hub's test runs in its own stage, not twice.
+    assert "--ignore=tests/test_hub.py" in _make_dry_run("test-unit")
+    assert "tests/test_hub.py" in _make_dry_run("test-hub")
     # The same stage either way: in the background within make test, in the foreground alone.
     triton = "triton-" + re.search(r"^TRITON_NEXT := (\S+)", MAKEFILE, re.M).group(1)
-    for stage, target in (("room", "test-room"), (triton, "test-triton-next")):
+    for stage, target in (("room", "test-room"), ("hub", "test-hub"), (triton, "test-triton-next")):
         begin, alone = _make_dry_run(f"{target}-begin"), _make_dry_run(target)
         if not sys.platform.startswith("linux") and target == "test-triton-next":
             assert "skipped" in begin and "skipped" in alone
@@ -258,7 +263,7 @@ def test_triton_next_is_installed_only_when_missing():
 
 
 @pytest.mark.parametrize("target", ["test-unit", "test-unit-backend", "test-notebooks", "test-triton-next",
-                                    "test-browser"])
+                                    "test-browser", "test-hub"])
 def test_each_pytest_stage_shares_the_cpus_math_threads_among_its_processes(target):
     # Two test processes with a thread per core each oversubscribe the cores, and torch's OpenMP
     # threads spin waiting on one another: each process gets cpus // JOBS threads (at least 1).
