@@ -202,7 +202,7 @@ def test_lab_check_and_the_pip_source_question_run_on_a_python_without_torch(tmp
 EVERY_COMMAND = {"lab", "setup", "repro", "info", "figures", "student-edition", "agenda", "docs", "refresh",
                  "audit-vllm", "hub", "gpu", "record", "upstream", "bench-cpu", "mutants", "run-notebooks",
                  "train-models"}
-VERBS = {"hub": ["start", "stop", "values", "bench", "kernel-memory"], "upstream": ["fetch", "record"],
+VERBS = {"hub": ["start", "stop", "values", "bench", "kernel-memory"], "upstream": ["fetch", "matrix"],
          "setup": ["pip-source", "wheelhouse", "lab-overrides", "server-config"], "record": ["merge"]}
 
 
@@ -221,7 +221,7 @@ def test_help_lists_every_command_on_one_line_of_a_terminal():
 
 @pytest.mark.parametrize("argv,prog", [(["hub", "bench", "--help"], "python -m labkit hub bench"),
                                        (["hub", "kernel-memory", "--help"], "python -m labkit hub kernel-memory"),
-                                       (["upstream", "record", "--help"], "python -m labkit upstream record"),
+                                       (["upstream", "matrix", "--help"], "python -m labkit upstream matrix"),
                                        (["upstream", "fetch", "--help"], "python -m labkit upstream fetch"),
                                        (["gpu", "--help"], "python -m labkit gpu"),
                                        (["bench-cpu", "--help"], "python -m labkit bench-cpu"),
@@ -241,5 +241,5 @@ def test_an_unknown_option_of_a_command_is_refused_and_one_that_passes_options_o
 
     seen = []
     monkeypatch.setattr(record, "main", lambda argv: seen.append(argv) or 0)
-    assert main(["upstream", "record", "trees", "--docs", "-h"]) == 0
+    assert main(["upstream", "matrix", "trees", "--docs", "-h"]) == 0
     assert seen == [["trees", "--docs", "-h"]]

@@ -72,17 +72,17 @@ class Sampler:
 
 
 def vllm_sampler(module, api) -> Sampler:
-    """vLLM's gumbel_sample from a loaded kernel file (:mod:`labkit.upstream.loader`) of a known `api`."""
+    """vLLM's gumbel_sample from a loaded kernel file (:mod:`labkit.upstream.loader`), called as `api`
+    (:func:`labkit.upstream.kernel_api.plan`) says."""
     from labkit.upstream.kernel_api import sample
 
     def call(logits, mapping, temperature, seeds, positions, q, col):
-        col_t = torch.tensor(col, dtype=torch.int64, device=logits.device)
         return sample(module, api, logits=logits, mapping=mapping, temperature=temperature, seeds=seeds,
-                      positions=positions, q=q, col=col_t)
+                      positions=positions, q=q, col=col)
 
     host = module.gumbel_sample.__code__.co_names
     kernels = tuple(n for n in host if _is_kernel(getattr(module, n, None)))
-    return Sampler(f"vLLM gumbel_sample ({api.name} API)", call, module, kernels, api.q_is)
+    return Sampler(f"vLLM gumbel_sample ({api.name})", call, module, kernels, api.q_is)
 
 
 def kit_sampler(masked: bool) -> Sampler:
