@@ -141,7 +141,7 @@ def test_the_instructors_script_before_07_reveals_nothing_and_names_only_widgets
         assert script, notebook
         found = {x: answers_in(script, x) for x in letters()}
         assert not any(found.values()), (notebook, found)
-    # 02's explorer has no switches (fix_toggles=False); 03's has one per part.
+    # 02's explorer has no switches; 03's (FixExplorer) has one per part.
     import json
 
     def explorer_calls(prefix):
@@ -149,6 +149,6 @@ def test_the_instructors_script_before_07_reveals_nothing_and_names_only_widgets
         return [line for c in nb["cells"] if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
                 if "Explorer(" in line]
 
-    assert all("fix_toggles=False" in line for line in explorer_calls("02"))
+    assert explorer_calls("02") and not any("FixExplorer(" in line for line in explorer_calls("02"))
     assert not any(word in _script_of("02").lower() for word in ("toggle", "switch"))
-    assert any("fix_toggles=False" not in line for line in explorer_calls("03")) and "toggle" in _script_of("03")
+    assert any("FixExplorer(" in line for line in explorer_calls("03")) and "toggle" in _script_of("03")

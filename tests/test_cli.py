@@ -63,11 +63,11 @@ def test_the_default_run_reproduces_the_bug_and_the_fix_and_names_its_backend():
 
 def test_the_table_says_what_its_words_mean_and_which_backend_ran(capsys):
     # In this process (the command's own main): a fresh one would only add torch's import.
-    assert main(["repro", "--prompts", "6", "--modes", "graph-buggy,graph-fill-only", "--backend", "torch",
+    assert main(["repro", "--prompts", "6", "--modes", "graph-buggy,graph-host-only", "--backend", "torch",
                  "--quiet"]) == 0
     out = capsys.readouterr()
     lines = out.out.splitlines()
-    row = next(line for line in lines if line.startswith("graph-fill-only"))
+    row = next(line for line in lines if line.startswith("graph-host-only"))
     assert "refused" in row.split() and "corrupted: 0" not in out.out
     for start in ("identical:", "corrupted:", "refused:", "backend torch:"):
         assert any(line.startswith(start) for line in lines), start

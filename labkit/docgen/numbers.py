@@ -425,12 +425,13 @@ def render_ablations(result) -> str:
     def of(mode: str) -> str:
         return f"{m[mode].corrupted} of {m[mode].responses}"
 
-    same = m["graph-mask-only"].corrupted == m["graph-buggy"].corrupted
-    mask_only = (f"`graph-mask-only` corrupts exactly as much as `graph-buggy` ({of('graph-buggy')} at seed 0: stale "
+    same = m["graph-kernel-only"].corrupted == m["graph-buggy"].corrupted
+    mask_only = (f"`graph-kernel-only` corrupts exactly as much as `graph-buggy` ({of('graph-buggy')} at seed 0: stale "
                  "slots are >= 0, nothing is masked)" if same else
-                 f"`graph-mask-only` corrupts {of('graph-mask-only')} at seed 0 and `graph-buggy` {of('graph-buggy')}")
-    fill_only = ("`graph-fill-only` is refused before the launch with an explanation of the out-of-bounds access"
-                 if m["graph-fill-only"].refused else f"`graph-fill-only` corrupts {of('graph-fill-only')}")
+                 f"`graph-kernel-only` corrupts {of('graph-kernel-only')} at seed 0 and `graph-buggy` "
+                 f"{of('graph-buggy')}")
+    fill_only = ("`graph-host-only` is refused before the launch with an explanation of the out-of-bounds access"
+                 if m["graph-host-only"].refused else f"`graph-host-only` corrupts {of('graph-host-only')}")
     greedy = ("greedy drafting corrupts nothing" if m["greedy-graph-buggy"].corrupted == 0 else
               f"greedy drafting corrupts {of('greedy-graph-buggy')}")
     dflash = (f"DFlash's pad 0 corrupts slot 0's requests ({of('dflash-buggy')} at seed 0) while -1 "

@@ -100,7 +100,7 @@ def audit_speculator(
     :data:`labkit.bench.modes.MODES`), a :class:`~labkit.speculator.Speculator`, or a function that
     returns one (k, max_num_reqs and capture_sizes apply to a mode name only). A speculator
     without a write trace gets one attached (:class:`~labkit.kernels.gumbel.WriteTrace`). A mode
-    that refuses to run (graph-fill-only) raises PaddedSlotOutOfBoundsError, as it should.
+    that refuses to run (graph-host-only) raises PaddedSlotOutOfBoundsError, as it should.
     """
     spec = _speculator(spec_or_mode, models, k=k, max_num_reqs=max_num_reqs,
                        capture_sizes=capture_sizes)

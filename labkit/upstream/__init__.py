@@ -6,9 +6,9 @@ Nothing of vLLM is kept in this repository: every module here reads a vLLM tree 
     fetch                a release's few audited files, read from the index by range requests, cached under build/
     loader               find a tree; load its sampling kernel with what it imports from vLLM, never vLLM itself
     kernel_api           how to call each release's gumbel_sample, by what its parameters are
-    audit                the scenario (a padded row holding a live slot, one holding -1) and the kernel's result
-    speculator_reading   whether the speculator fills padded rows with -1, read with Python's ast
-    dflash_reading       what DFlash pads its sample mapping with, read with Python's ast
+    audit                the scenario (padded rows in a launch) and what the release's kernel does with them
+    speculator_reading   the speculator's host side, read with Python's ast
+    dflash_reading       DFlash's sample mapping, read with Python's ast
     report               the whole audit of one tree and its one verdict (``python -m labkit audit-vllm``)
     record               the release matrix and its record (``python -m labkit upstream matrix``)
     releases             the few releases the unit tests read by name
