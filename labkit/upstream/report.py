@@ -20,7 +20,8 @@ bounds), or DFlash pads with a slot. Not affected: the kernel masks, the host fi
 pads with -1. A part that cannot be judged, and no other part that settles it, is "could not audit".
 The exit status is a linter's: 0 not affected or not applicable, 1 affected, 2 could not audit.
 
-The kernel's run also says "stale slots still corrupt: yes" for every kernel that stores by slot,
+The kernel's run also says "the kernel alone, given a stale slot, overwrites a live q: yes" for every
+kernel that stores by slot,
 the fixed ones too: a stale slot is a valid slot, so no mask can tell it from a live one. That is
 why the host fill is a part of the fix, not a sign that the kernel is wrong.
 """
@@ -164,7 +165,8 @@ class TreeAudit:
         body = self.kernel.lines() if self.kernel is not None else [f"kernel: not run: {self.kernel_problem}"]
         yes = {True: "yes", False: "no"}
         check = [f"the kit's {name} kernel in the same scenario: masks padded rows {yes[v.masks_padded_rows]}, "
-                 f"stale slots corrupt {yes[v.stale_slots_corrupt]}" for name, v in self.calibration.items()]
+                 f"given a stale slot overwrites a live q {yes[v.stale_slots_corrupt]}"
+                 for name, v in self.calibration.items()]
         calibration = ["calibration (the scenario tells the two kinds apart):"] + [f"  {c}" for c in check]
         return (head + body + self.speculator.lines() + self.dflash.lines() + (calibration if check else [])
                 + [f"verdict: {word} (exit status {EXIT_STATUS[word]})"])
