@@ -128,7 +128,10 @@ def test_a_second_fetch_reads_nothing(trees, monkeypatch):
 def test_the_first_release_with_the_sampling_kernel_is_the_one_the_matrix_starts_at(tmp_path):
     """The words "from 0.12.0 on" are checked against the index: the release before it has no
     sampling kernel, it has one, and the index's upload dates say when."""
-    known = {r.version: r for r in index_releases()}
+    try:
+        known = {r.version: r for r in index_releases()}
+    except FetchError as err:  # a machine that cannot reach the package index (a GPU box): said, not hidden
+        pytest.skip(f"the package index cannot be reached from here: {err}")
     first = ".".join(map(str, FIRST))
     before = max((r for r in known.values() if r.key < FIRST), key=lambda r: r.key).version
     for version, has_kernel in ((before, False), (first, True)):
