@@ -127,7 +127,7 @@ CASES: tuple[Case, ...] = (
             "buffers (`topk_p`, `topk_index`, `hidden_states`, `req_pool_indices`) so that no stale value "
             "reaches a graph, as the PR's description says. Here the fix reads where the host writes.",
         ),
-        answer=(r"\b(5|five) to (8|eight)\b[^.\n]{0,120}\b(right|correct|clean|match)", r"\b5, 6, 7, 8\b",
+        answer=(r"\b(5|five) to (8|eight)\b[^.\n]{0,120}\b(right|correct|clean|match)", r"\(5, 6, 7, 8\)",
                 r"\bare the whole buffer\b",
                 r"\bgraph of (8|eight)\b[^.\n]{0,60}\b(right|correct|clean|unaffected|hides|match)",
                 r"\blargest (graph|capture size)\b[^.\n]{0,60}\b(right|correct|clean|hides|match)",
