@@ -10,6 +10,10 @@ written from it; the notebook's sentences about the cases are rendered from thos
 
 from __future__ import annotations
 
+import contextlib
+
+import torch
+
 from labkit.family import hidden_state_cache, shared_pool, stale_slot, static_buffer
 from labkit.family.record import CASES
 
@@ -75,6 +79,12 @@ MEASURES = {"stale-slot": _stale_slot, "hidden-state-cache": _hidden_state_cache
 
 
 def measure(device="cpu", keys=None) -> dict:
-    """Each case's (by key; `keys`: some of them) results on `device`."""
+    """Each case's (by key; `keys`: some of them) results on `device`. On the CPU under the compiled
+    backend (a GPU box measuring the CPU record) the kernels run as their torch references, in the
+    rows' order as on any CPU: compiled, colliding rows race and case 1 would differ run to run."""
+    from labkit import backends
+
     keys = list(keys) if keys is not None else [c.key for c in CASES]
-    return {key: MEASURES[key](device) for key in keys}
+    on_cpu = torch.device(device).type == "cpu" and backends.backend() == "triton"
+    with backends.using_backend("torch") if on_cpu else contextlib.nullcontext():
+        return {key: MEASURES[key](device) for key in keys}
