@@ -201,6 +201,28 @@ def test_the_command_prints_every_case_and_records_them(tmp_path, monkeypatch, c
     assert written["cases"] == json.loads(json.dumps(measure.measure("cpu")))
 
 
+def test_the_gpu_sections_logic_and_its_rendering_run_on_the_cpu_record():
+    """What the GPU section adds (where the allocator put the outputs), its summary and the notebook's
+    sentence, computed here from the emulation: the same code reads the H200's run."""
+    from labkit.docgen.family_blocks import render_gpu
+    from labkit.gpu.family import KEYS, output_offsets, summary_lines
+
+    offsets = output_offsets("cpu")
+    assert offsets["buggy"] == 0 and offsets["owned"] != 0
+    section = {**measure.measure("cpu", keys=KEYS)}
+    section["shared-pool"]["output_offset_bytes"] = offsets
+    record = {"family": section, "section_provenance": {"family": {"device": "a test", "date": "2026-01-02",
+                                                                   "torch": "x"}}}
+    text = render_gpu(record)
+    bug = section["shared-pool"]["symptom"]["buggy"]
+    assert f"{bug['count']} of {bug['total']} prompts" in text and "at the address of the target graph's" in text
+    assert "a test (`family`, 2026-01-02" in text and "real graphs: False" in text
+    assert "holds no `family` section yet" in render_gpu({}) and "--sections family" in render_gpu(None)
+    lines = summary_lines(section)
+    assert any("shared-pool, buggy" in line and "audit fails" in line for line in lines)
+    assert lines[-1].endswith(f"buggy 0, owned {offsets['owned']}")
+
+
 # -- on a GPU: real CUDA graphs, the caching allocator decides ---------------------------------------------
 
 @gpu
