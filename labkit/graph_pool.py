@@ -96,10 +96,6 @@ class GraphPool:
             return self._view(self._replay.pop(0), shape, dtype)
         return torch.empty(shape, dtype=dtype, device=self.device)
 
-    @property
-    def emulated(self) -> bool:
-        return self._arena is not None
-
     def cuda_handle(self):
         """The pool's handle for ``torch.cuda.graph(..., pool=...)``, made on first use."""
         if self._handle is None:
@@ -132,9 +128,9 @@ class GraphPool:
     def release_all_but(self, capture: _Capture, kept: list[torch.Tensor]) -> None:
         """After an emulated capture: every block of it that no tensor in `kept` lies in is free again,
         as the caching allocator frees a capture's tensors once nothing refers to them."""
-        held = {self._block_of(t).offset for t in kept if isinstance(t, torch.Tensor) and self.holds(t)}
+        held = [t.data_ptr() - self._arena.data_ptr() for t in kept if isinstance(t, torch.Tensor) and self.holds(t)]
         for block in capture.blocks:
-            if block.offset not in held:
+            if not any(block.offset <= at < block.offset + block.nbytes for at in held):
                 self._give_back(block)
 
     def holds(self, tensor: torch.Tensor) -> bool:
@@ -188,10 +184,6 @@ class GraphPool:
     def _view(self, block: _Block, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
         raw = self._arena[block.offset: block.offset + _nbytes(shape, dtype)]
         return raw.view(dtype).view(shape)
-
-    def _block_of(self, tensor: torch.Tensor) -> _Block:
-        offset = tensor.data_ptr() - self._arena.data_ptr()
-        return _Block(offset - offset % ALIGN, 0)
 
 
 def _nbytes(shape: tuple, dtype: torch.dtype) -> int:

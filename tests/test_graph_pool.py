@@ -93,6 +93,18 @@ def test_the_emulated_pool_takes_the_lowest_free_block_and_merges_freed_neighbou
     assert whole.data_ptr() == a.data_ptr()
 
 
+def test_a_kept_view_anywhere_in_a_block_keeps_the_whole_block():
+    pool = GraphPool(emulated_bytes=8 * ALIGN)
+    with pool.capturing() as capture:
+        pool.empty((ALIGN // 4,))
+        big = pool.empty((3 * ALIGN // 4,))  # three blocks' worth, one block of the pool
+    pool.release_all_but(capture, [big[ALIGN // 4 + 5:]])  # a view that starts past its first 512 bytes
+    with pool.capturing():
+        again = pool.empty((ALIGN // 4,))
+        after = pool.empty((ALIGN // 4,))
+    assert again.data_ptr() < big.data_ptr() and after.data_ptr() >= big.data_ptr() + 3 * ALIGN
+
+
 def test_a_replay_asks_for_what_its_capture_did():
     pool = GraphPool()
     with pool.capturing() as capture:

@@ -89,10 +89,6 @@ class Overwrite:
     max_abs_diff: float = 0.0
     how: str = "later stage"
 
-    @property
-    def poisons(self) -> tuple:
-        return self.steps
-
     def sentence(self) -> str:
         return (f"{self.writer} overwrote {self.location}, handed on by {self.handed_on_by}, before "
                 f"{self.reader} read it")
