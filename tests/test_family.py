@@ -176,6 +176,42 @@ def test_the_cpu_record_holds_what_the_cases_give_now():
     assert cpu_record()["cases"] == json.loads(json.dumps(measure.measure("cpu")))
 
 
+def _words(n: int) -> str:
+    return {2: "two", 4: "four", 5: "five", 7: "seven", 8: "eight"}.get(n, str(n))
+
+
+def test_the_notebooks_words_about_each_miniature_are_its_modules_shapes():
+    """The prose that sets up each prediction restates the miniature's shapes: tied to the code here, so
+    that a changed constant cannot leave the question about another shape."""
+    from labkit import paths
+
+    nb = json.loads((paths.NOTEBOOKS / record.NOTEBOOK).read_text())
+    text = " ".join(" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+    config = stale_slot.config("buggy")
+    sizes = ", ".join(map(str, config.capture_sizes[:-1])) + f" and {config.capture_sizes[-1]}"
+    h = hidden_state_cache
+    shapes = [
+        f"k = {config.k}, {_words(config.max_num_reqs)} slots, graphs of {sizes} rows",
+        f"{_words(len(stale_slot.SCHEDULES['slot 3 finished'][0]))} live requests, then "
+        f"{_words(len(stale_slot.SCHEDULES['slot 3 finished'][1]))}",
+        f"{len(h.live_slots())} live tokens of {_words(len(h.REQUEST_BLOCKS))} requests in blocks "
+        f"{h.REQUEST_BLOCKS[0]} to {h.REQUEST_BLOCKS[-1]} of a cache of {_words(h.NUM_BLOCKS)} blocks of "
+        f"{h.BLOCK_SIZE} slots",
+        f"the graph of {h.CAPTURE_SIZES[-1]} rows", f"`cache[-1]` is slot {h.NUM_SLOTS - 1}",
+        f"prompts of {min(shared_pool.PROMPT_LENGTHS)} to {max(shared_pool.PROMPT_LENGTHS)} tokens",
+        "graphs of " + ", ".join(map(str, shared_pool.TARGET_CAPTURE_SIZES[:-1]))
+        + f" and {shared_pool.TARGET_CAPTURE_SIZES[-1]} tokens",
+        f"eagerly above {shared_pool.TARGET_CAPTURE_SIZES[-1]}",
+        f"a graph of {_words(shared_pool.DRAFT_CAPTURE_SIZES[0])} rows",
+        f"static input buffer of {static_buffer.MAX_ROWS} rows",
+        "Graphs of " + ", ".join(map(str, static_buffer.CAPTURE_SIZES[:-1]))
+        + f" and {static_buffer.CAPTURE_SIZES[-1]} rows",
+        f"batches of every size from 1 to {static_buffer.MAX_ROWS}",
+    ]
+    missing = [shape for shape in shapes if shape not in text]
+    assert not missing, missing
+
+
 def test_each_case_names_where_it_was_read():
     for case in record.CASES:
         text = " ".join(case.sources)
