@@ -303,6 +303,7 @@ COMMANDS = {
                     add_arguments=_docs_arguments, run=_docs),
     "refresh": Command("render the docs, figures and notebooks from the records",
                        "labkit.docgen.refresh"),
+    "family": Command("the case book's four cases: what each corrupts, the audit", "labkit.tools.family"),
     "gpu": Command("GPU measurements of the sampling path, into a record", "labkit.gpu.cli"),
     "record": Command("merge a run's sections into one of the kit's records", "labkit.records", kernels=False),
     "upstream": Command("vLLM's pinned releases: fetch their files, record the audit", "labkit.upstream.cli"),

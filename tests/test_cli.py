@@ -200,7 +200,7 @@ def test_lab_check_and_the_pip_source_question_run_on_a_python_without_torch(tmp
 
 # Every command a user or a maintainer types, and the verbs of those that have some.
 EVERY_COMMAND = {"lab", "setup", "repro", "info", "figures", "student-edition", "agenda", "docs", "refresh",
-                 "audit-vllm", "hub", "gpu", "record", "upstream", "bench-cpu", "mutants", "run-notebooks",
+                 "audit-vllm", "hub", "family", "gpu", "record", "upstream", "bench-cpu", "mutants", "run-notebooks",
                  "train-models"}
 VERBS = {"hub": ["start", "stop", "values", "bench", "kernel-memory"], "upstream": ["fetch", "matrix"],
          "setup": ["pip-source", "wheelhouse", "lab-overrides", "server-config"], "record": ["merge"]}

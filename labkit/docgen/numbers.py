@@ -18,6 +18,9 @@ between ``<!-- KIND:NAME -->`` markers, and ``tests/test_taught_numbers.py`` kee
     const:gpu-default   notebook 08: the compiled kernel's default launch
     const:block-map     docs/VLLM_MAP.md: the block on each backend, the grid's row cap
 
+The case book's blocks (``cpu:family-N``, ``gpu:family``, ``const:family-...``) are
+:mod:`labkit.docgen.family_blocks`'.
+
 GPU numbers come from ``labkit/data/gpu/h200.json`` (read through :mod:`labkit.viz.gpu_records`),
 CPU times from ``labkit/data/cpu/command_times.json`` (written by ``make bench-cpu``). Ranges are
 the record's minimum and maximum over the stated shapes, rounded as printed; each block names the
@@ -527,7 +530,9 @@ def all_renderers() -> dict[str, Callable[[], str]]:
     marker mechanics that they use.)
     """
     from labkit.classroom import record as hub_record
+    from labkit.docgen import family_blocks
     from labkit.upstream import record as upstream_record
     from labkit.workshop.editions import agenda
 
-    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap), **upstream_record.renderers()}
+    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap), **upstream_record.renderers(),
+            **family_blocks.renderers(wrap, gpu_loader=lambda: _gpu().load_record())}

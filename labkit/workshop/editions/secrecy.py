@@ -10,6 +10,10 @@ a set of notebooks (the student edition, built, and optionally executed) for the
 written and on the text with its markup, line breaks and sentence punctuation taken out
 (:func:`normalised`).
 
+The cases of notebook 09 keep theirs the same way: each case's answer (its record,
+:mod:`labkit.family.record`) must not show anywhere on the path before the case's "predict, then
+run" cell, the case book's own cells before it included (:func:`find_case_leaks`).
+
 Figures are pictures, so their text is captured while they are drawn: run
 :func:`capture_figure_text` first in the kernel that executes the notebooks, and every figure drawn
 by a cell leaves one ``labkit-figure-text:`` line (JSON: its texts, their sizes, its width) in that
@@ -28,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.family import record as case_record
 from labkit.workshop.exercises import record
 
 # The order a learner opens the notebooks in. The instructor edition is read in file order
@@ -42,13 +47,15 @@ STUDENT_PATH = (
     "04_timing.ipynb",
     "05_sibling_bugs.ipynb",
     "06_audit_and_distribution.ipynb",
+    case_record.NOTEBOOK,
     "08_appendix_kernel_engineering.ipynb",
 )
 
 # Each exercise starts at its task cell in notebook 07, and what gives its answer away is its record's
 # (labkit.workshop.exercises.record): broad on purpose, since a false alarm costs a rephrased sentence
-# and a miss costs a room its exercise.
+# and a miss costs a room its exercise. Each case of the case book starts at its predict cell.
 EXERCISE_NOTEBOOK = record.NOTEBOOK
+CASE_NOTEBOOK = case_record.NOTEBOOK
 
 FIGURE_TEXT_MARKER = "labkit-figure-text: "
 INSPECT_MARKER = "labkit-inspect: "
@@ -78,12 +85,15 @@ class Seen:
 
 @dataclass(frozen=True)
 class Leak:
-    exercise: str
+    exercise: str  # an exercise's letter, or a case's name ("case 3")
     found: str  # the matched text
     seen: Seen
     in_task: bool = False  # in the exercise's own task or skeleton, not before it
 
     def __str__(self) -> str:
+        if self.exercise.startswith("case"):
+            return (f"{self.seen.place()}: shows {self.found!r}, part of {self.exercise}'s answer, before its "
+                    "predict cell asks for it")
         when = "in the exercise's own task" if self.in_task else "before the learner solves that exercise"
         return f"{self.seen.place()}: shows {self.found!r}, part of exercise ({self.exercise})'s answer, {when}"
 
@@ -202,38 +212,75 @@ def _with_docs(pieces: list[Seen], docs: Mapping[str, str] | None, opened: set[s
     return found
 
 
-def _path_with_exercises(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
-                         help: bool = True) -> dict[str, tuple[list[Seen], int, int]]:
-    missing = [name for name in STUDENT_PATH[:STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1] if name not in notebooks]
+def _walk(notebooks: Mapping[str, object], docs: Mapping[str, str] | None, help: bool, last: str,
+          marks: Mapping[str, str]) -> tuple[list[Seen], dict[str, int], list[int]]:
+    """Everything on the student path up to notebook `last`, in reading order; where each cell of
+    `marks` (``{cell id: its notebook}``) starts in it; and where each
+    checker cell of the exercises' notebook starts."""
+    missing = [name for name in STUDENT_PATH[:STUDENT_PATH.index(last) + 1] if name not in notebooks]
     if missing:
         raise ValueError(f"the student path needs {', '.join(missing)}, which the given notebooks lack")
     seen: list[Seen] = []
     starts: dict[str, int] = {}
-    ends: dict[str, int] = {}
+    checkers: list[int] = []
     opened: set[str] = set()
     helped: set[str] = set()
-    task_cells = {x.task_cell: x.letter for x in record.EXERCISES}
     for name in STUDENT_PATH:
         nb = notebooks.get(name)
         if nb is None:
             continue
         state = saved_widget_state(nb)
         for index, cell in enumerate(nb["cells"]):
-            if name == EXERCISE_NOTEBOOK and cell.get("id") in task_cells:
-                starts[task_cells[cell.get("id")]] = len(seen)
-            if "checker" in cell.get("metadata", {}).get("tags", []):
-                ends.update({x: len(seen) for x in starts if x not in ends})
+            if marks.get(cell.get("id")) == name:
+                starts[cell.get("id")] = len(seen)
+            if name == EXERCISE_NOTEBOOK and "checker" in cell.get("metadata", {}).get("tags", []):
+                checkers.append(len(seen))
             pieces = _with_docs(seen_in_cell(cell, name, index, state), docs, opened)
             if help and cell.get("cell_type") == "code":
                 pieces += _with_help(pieces[0], helped)
             seen += pieces
-        if name == EXERCISE_NOTEBOOK:
+        if name == last:
             break
-    absent = [cell for cell, x in task_cells.items() if x not in starts]
+    return seen, starts, checkers
+
+
+def _path_with_exercises(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
+                         help: bool = True) -> dict[str, tuple[list[Seen], int, int]]:
+    task_cells = {x.task_cell: x.letter for x in record.EXERCISES}
+    seen, starts, checkers = _walk(notebooks, docs, help, EXERCISE_NOTEBOOK,
+                                   {cell: EXERCISE_NOTEBOOK for cell in task_cells})
+    absent = [cell for cell, x in task_cells.items() if cell not in starts]
     if absent:
         raise ValueError(f"{EXERCISE_NOTEBOOK} has no task cell {', '.join(absent)} (exercise(s) "
                          f"{', '.join(task_cells[c] for c in absent)})")
-    return {x: (seen, starts[x], ends.get(x, len(seen))) for x in task_cells.values()}
+    # An exercise's own part ends at the first checker after its task cell.
+    ends = {x: next((c for c in checkers if c >= starts[cell]), len(seen)) for cell, x in task_cells.items()}
+    return {x: (seen, starts[cell], ends[x]) for cell, x in task_cells.items()}
+
+
+def before_each_case(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
+                     help: bool = True) -> dict[str, list[Seen]]:
+    """Per case of the case book (by name, "case 3"): everything on the student path a learner can
+    see before its predict cell: the notebooks before the case book, and the case book's cells above
+    that cell (with the docs they name, and with `help`, what ``?`` and Tab show of the kit's modules
+    they import from)."""
+    predict = {c.predict_cell: c for c in case_record.CASES}
+    seen, starts, _ = _walk(notebooks, docs, help, CASE_NOTEBOOK, {cell: CASE_NOTEBOOK for cell in predict})
+    absent = [cell for cell in predict if cell not in starts]
+    if absent:
+        raise ValueError(f"{CASE_NOTEBOOK} has no predict cell {', '.join(absent)}")
+    return {c.name: seen[:starts[cell]] for cell, c in predict.items()}
+
+
+def find_case_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None, help: bool = True
+                    ) -> list[Leak]:
+    """Every place on the student path that shows a case's answer before its predict cell asks for it."""
+    leaks = []
+    for case in case_record.CASES:
+        for piece in before_each_case(notebooks, docs, help)[case.name]:
+            leaks += [Leak(case.name, found, piece) for found in answers_in(piece.text, case)]
+    unique = {(leak.exercise, leak.seen.notebook, leak.seen.cell, leak.seen.where): leak for leak in leaks}
+    return list(unique.values())
 
 
 # --- what `?` and Tab show of the kit's modules a cell imports from ------------------------------
@@ -372,10 +419,12 @@ def normalised(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-def answers_in(text: str, exercise: str, in_task: bool = False) -> list[str]:
+def answers_in(text: str, exercise, in_task: bool = False) -> list[str]:
     """The pieces of `text` that give away (part of) `exercise`'s answer (`in_task`: the narrower
-    patterns an exercise's own task and skeleton are held to), on the text as written and normalised."""
-    patterns = record.exercise(exercise).patterns(in_task)
+    patterns an exercise's own task and skeleton are held to), on the text as written and normalised.
+    `exercise`: an exercise's letter, or a case (:class:`labkit.family.record.Case`)."""
+    secret = exercise if hasattr(exercise, "patterns") else record.exercise(exercise)
+    patterns = secret.patterns(in_task)
     flat = normalised(text)
     found = [m.group(0) for pattern in patterns for m in re.finditer(pattern, text, re.IGNORECASE)]
     return found + [m.group(0) for pattern in patterns for m in re.finditer(pattern, flat, re.IGNORECASE)
