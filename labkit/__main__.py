@@ -250,15 +250,21 @@ def _docs(args) -> int:
 
 def _audit_vllm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Load vllm/v1/worker/gpu/sample/gumbel.py from a vLLM installation or source tree (without importing the "
-        "rest of vLLM), run it with a padded row holding a live slot and one holding -1, with guard memory around "
-        "every slot-indexed buffer, and say whether the kernel masks padded rows and whether stale slots still "
-        "corrupt live requests' q; also read whether the tree's speculator fills the padded rows of idx_mapping "
-        "with -1.")
-    parser.add_argument("--vllm", default=None, metavar="PATH",
-                        help="a vLLM source tree, installation (site-packages or its vllm/ folder) or the folder "
-                             "of extracted release files (default: the installed vllm)")
-    parser.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
+        "Is a vLLM tree affected by PR #47066? The first line says: affected, not affected, not applicable (its "
+        "sampling kernel stores nothing by slot) or could not audit, and why; the exit status is 1 for affected, 2 "
+        "for could not audit, else 0. It runs the tree's own vllm/v1/worker/gpu/sample/gumbel.py (with what it "
+        "imports from vLLM, never vLLM itself) with a padded row holding a live slot and one holding -1, guard "
+        "memory around every slot-indexed buffer, and reads whether the speculator fills the padded rows of "
+        "idx_mapping with -1 and what DFlash pads its sample mapping with.")
+    parser.epilog = ("Exit status: 0 not affected or not applicable, 1 affected, 2 could not audit (one line says "
+                     "what is missing).")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--vllm", default=None, metavar="PATH",
+                       help="a vLLM source tree, installation (site-packages or its vllm/ folder) or a folder of "
+                            "release files (default: the installed vllm)")
+    where.add_argument("--release", default=None, metavar="VERSION",
+                       help="a release from the package index: its few files are read into build/vllm-trees/")
+    parser.add_argument("--json", action="store_true", help="print the verdict and each part's evidence as JSON")
     parser.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
                         help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
                              "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
@@ -267,9 +273,14 @@ def _audit_vllm_arguments(parser: argparse.ArgumentParser) -> None:
 def _audit_vllm(args) -> int:
     from labkit.upstream.report import audit_tree
 
-    result = audit_tree(args.vllm)
+    tree = args.vllm
+    if args.release:
+        from labkit.upstream.fetch import fetch_release
+
+        tree = fetch_release(args.release, log=lambda m: print(m, file=sys.stderr))
+    result = audit_tree(tree)
     print(json.dumps(result.to_json(), indent=1) if args.json else "\n".join(result.lines()))
-    return 0 if result.complete else 1
+    return result.exit_status
 
 
 # In the order `--help` lists them: a learner's and an instructor's first, then the maintainers'.
@@ -284,7 +295,7 @@ COMMANDS = {
                                add_arguments=_student_edition_arguments, run=_student_edition),
     "agenda": Command("the workshop agendas, from the notebooks' run times",
                       add_arguments=_agenda_arguments, run=_agenda),
-    "audit-vllm": Command("a vLLM tree's own sampling kernel meets stale padding",
+    "audit-vllm": Command("is a vLLM tree affected by PR #47066? (exit 1: yes)",
                           add_arguments=_audit_vllm_arguments, run=_audit_vllm),
     "hub": Command("a JupyterHub for a room on one server (as root)", "labkit.classroom.cli"),
     "setup": Command("the set-up: pip's source, a wheelhouse, lab defaults", "labkit.tools.setup", kernels=False),
@@ -292,6 +303,7 @@ COMMANDS = {
                     add_arguments=_docs_arguments, run=_docs),
     "refresh": Command("render the docs, figures and notebooks from the records",
                        "labkit.docgen.refresh"),
+    "family": Command("the case book's four cases: what each corrupts, the audit", "labkit.tools.family"),
     "gpu": Command("GPU measurements of the sampling path, into a record", "labkit.gpu.cli"),
     "record": Command("merge a run's sections into one of the kit's records", "labkit.records", kernels=False),
     "upstream": Command("vLLM's pinned releases: fetch their files, record the audit", "labkit.upstream.cli"),

@@ -43,7 +43,7 @@ def same_device(a, b) -> bool:
 
 
 def resolved_device(device) -> torch.device:
-    """`device` as a torch.device with its index filled in: "cuda" is the current CUDA device, so a
+    """`device` as a torch.device with its index made explicit: "cuda" is the current CUDA device, so a
     cache keyed by it gives "cuda", "cuda:0" and torch.device("cuda") (on device 0) one entry."""
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:

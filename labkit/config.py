@@ -1,7 +1,7 @@
 """One drafter configuration: what the speculator, the engine, the bench's modes and the runs take.
 
     DrafterConfig(drafter, k, max_num_reqs, capture_sizes, use_graphs, fix, probabilistic)
-    FixSwitches(fill_padding, mask_kernel, dflash_pad)      the parts of PR #47066, each on or off
+    FixSwitches(host, kernel, dflash)                       which parts of PR #47066's fix a run has
 
 A configuration is checked once, when it is made, so everything below it can trust it. It is
 frozen and hashable: recorded runs are cached per configuration.
@@ -17,28 +17,32 @@ from labkit.errors import LabkitInputError
 DRAFTERS = ("autoregressive", "dflash")
 
 
+def dflash_pad(fix: "FixSwitches") -> int:
+    """The value a DFlash drafter pads its per-sample mapping with, under `fix` (notebook 03)."""
+    return -1 if fix.dflash else 0
+
+
 @dataclass(frozen=True)
 class FixSwitches:
-    """The parts of PR #47066, each on or off: the host side, the kernel side, and DFlash's pad value
-    (notebook 03 shows what each part is; the exercises of notebook 07 come first).
+    """Which parts of PR #47066's fix a run has, each on or off: its host side, its kernel side and its
+    DFlash side (notebook 03 says what each part does, after the exercises of notebook 07).
 
     ``FixSwitches.before()`` is the code before the PR and ``FixSwitches.after()`` (the default) the
     PR's; each shows as that call. Any other combination is an ablation and shows its fields.
     """
 
-    fill_padding: bool = True
-    mask_kernel: bool = True
-    dflash_pad: int = -1
+    host: bool = True
+    kernel: bool = True
+    dflash: bool = True
 
     def __post_init__(self):
-        for name in ("fill_padding", "mask_kernel"):
+        for name in ("host", "kernel", "dflash"):
             if not isinstance(getattr(self, name), bool):
                 raise LabkitInputError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        object.__setattr__(self, "dflash_pad", check_int("dflash_pad", self.dflash_pad, low=-1, high=0))
 
     @classmethod
     def before(cls) -> FixSwitches:
-        return cls(fill_padding=False, mask_kernel=False, dflash_pad=0)
+        return cls(host=False, kernel=False, dflash=False)
 
     @classmethod
     def after(cls) -> FixSwitches:
@@ -50,8 +54,7 @@ class FixSwitches:
         for name in ("before", "after"):
             if self == getattr(FixSwitches, name)():
                 return f"FixSwitches.{name}()"
-        return (f"FixSwitches(fill_padding={self.fill_padding!r}, mask_kernel={self.mask_kernel!r}, "
-                f"dflash_pad={self.dflash_pad!r})")
+        return f"FixSwitches(host={self.host!r}, kernel={self.kernel!r}, dflash={self.dflash!r})"
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,10 @@ class DrafterConfig:
         return replace(self, k=shapes.k, max_num_reqs=shapes.max_num_reqs, capture_sizes=shapes.capture_sizes)
 
     def canonical(self) -> DrafterConfig:
-        """The same run with what this drafter ignores at its default: only DFlash reads the pad."""
+        """The same run with what this drafter ignores at its default: only DFlash reads `fix.dflash`."""
         if self.drafter == "dflash":
             return self
-        return replace(self, fix=replace(self.fix, dflash_pad=-1))
+        return replace(self, fix=replace(self.fix, dflash=True))
 
     def describe_fix(self) -> str:
         """The fix setting in words. The two a learner meets before the exercises are named without
@@ -115,7 +118,7 @@ class DrafterConfig:
         if own == self.canonical().with_pr_fix().canonical():
             return "with the PR's fix"
         fix = self.fix
-        parts = [f"fill {'on' if fix.fill_padding else 'off'}", f"mask {'on' if fix.mask_kernel else 'off'}"]
+        parts = [f"fill {'on' if fix.host else 'off'}", f"mask {'on' if fix.kernel else 'off'}"]
         if self.drafter == "dflash":
-            parts.append(f"DFlash pad {fix.dflash_pad}")
+            parts.append(f"DFlash pad {dflash_pad(fix)}")
         return ", ".join(parts)

@@ -19,7 +19,7 @@ class EnvironmentValueError(LabkitInputError):
 
 
 class PaddedSlotOutOfBoundsError(RuntimeError):
-    """A kernel without the `slot >= 0` mask was about to run on a row whose slot is -1."""
+    """A kernel was about to run on a padded row whose slot points outside the buffers (notebook 03 says when)."""
 
 
 def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] = (-1,)) -> PaddedSlotOutOfBoundsError:

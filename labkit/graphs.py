@@ -14,6 +14,12 @@ Two runners with the same interface:
 
 ``mode="eager"`` runs the step on exactly ``num_reqs`` rows, as vLLM's eager and piecewise modes
 do -- there are no padded rows, so no stale slots.
+
+A step works in place on persistent buffers (:meth:`GraphRunner.run`), or returns what it computes
+(:meth:`GraphRunner.forward`): a graph's output then lives in the memory pool its runner captures
+into (:class:`~labkit.graph_pool.GraphPool`, which several runners may share), allocated by the step
+with ``runner.pool.empty(...)``. ``keep_outputs=False`` keeps each graph's output without owning its
+memory, as an engine does that lets its graphs' outputs share memory.
 """
 
 from __future__ import annotations
@@ -26,22 +32,32 @@ import torch
 from labkit import backends
 from labkit.checks import check_capture_sizes, check_int
 from labkit.errors import LabkitInputError
+from labkit.graph_pool import GraphPool
 
-StepFn = Callable[[int], None]
+StepFn = Callable[[int], object]
 MODES = ("full", "eager")
 
 
 class GraphRunner:
     """Dispatch a step to the smallest capture size that fits, capturing it on first use."""
 
-    def __init__(self, capture_sizes, *, mode: str = "full", device: torch.device | str = "cpu"):
+    def __init__(self, capture_sizes, *, mode: str = "full", device: torch.device | str = "cpu",
+                 pool: GraphPool | None = None, keep_outputs: bool = True):
         if mode not in MODES:
             raise LabkitInputError(f"mode must be one of {MODES}, got {mode!r}")
+        if pool is not None and not isinstance(pool, GraphPool):
+            raise LabkitInputError(f"pool must be a labkit GraphPool, got {type(pool).__name__}")
+        if not isinstance(keep_outputs, bool):
+            raise LabkitInputError(f"keep_outputs must be True or False, got {keep_outputs!r}")
         self.capture_sizes = check_capture_sizes(capture_sizes)
         self.mode = mode
         self.device = torch.device(device)
+        if pool is not None and pool.device != self.device:
+            raise LabkitInputError(f"the pool is on {pool.device}, the runner on {self.device}")
+        self.pool = pool if pool is not None else GraphPool(self.device)
+        self.keep_outputs = keep_outputs
         self._graphs: dict[int, object] = {}
-        self._pool = None
+        self._outputs: dict[int, object] = {}
         self.num_captures = 0
         self.num_replays = 0
 
@@ -79,6 +95,21 @@ class GraphRunner:
         self._replay(graph)
         return rows
 
+    def forward(self, num_reqs: int, step: StepFn):
+        """Run `step` for `num_reqs` live requests and return what it returns, as the graph holds it.
+
+        Eager: the step's own result, on exactly `num_reqs` rows. Graph: the output of the graph of
+        ``rows_for(num_reqs)`` rows, replayed now (also on the call that captures it: the step must
+        compute its result from its inputs and change nothing else). With ``keep_outputs=False`` the
+        result is a view that owns none of its memory (:meth:`GraphPool.unowned`).
+        """
+        rows = self.rows_for(num_reqs)
+        if self.mode == "eager":
+            return step(rows)
+        graph, _ = self._graph_for(rows, step)
+        self._replay(graph)
+        return graph.output if isinstance(graph, _EmulatedGraph) else self._outputs[rows]
+
     def graph_for(self, rows: int, step: StepFn):
         """The graph of `rows` rows (one of the capture sizes), capturing `step` on first use.
 
@@ -109,6 +140,7 @@ class GraphRunner:
 
     def reset(self) -> None:
         self._graphs.clear()
+        self._outputs.clear()
 
     # -- capture and replay -------------------------------------------------------------------
 
@@ -126,20 +158,25 @@ class GraphRunner:
         self.num_captures += 1
         if not self.real_graphs:
             # Emulation: the graph is the step bound to a fixed row count. Like a real graph it
-            # holds no copies of the inputs; it reads the persistent buffers when replayed.
-            return _EmulatedGraph(step, rows)
+            # holds no copies of the inputs; it reads the persistent buffers when replayed, and
+            # writes what it allocates into the pool's blocks of its capture (taken on its first
+            # replay: the emulation runs a step only when it replays).
+            return _EmulatedGraph(step, rows, self.pool, self.keep_outputs)
         # Warm up on a side stream first (Triton compiles on first launch, which must not happen
-        # during capture), then capture into a shared memory pool.
+        # during capture), then capture into the runner's memory pool.
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             step(rows)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        with torch.cuda.graph(graph, pool=self._pool):
-            step(rows)
+        with torch.cuda.graph(graph, pool=self.pool.cuda_handle()):
+            output = step(rows)
+        if isinstance(output, torch.Tensor) and not self.keep_outputs:
+            # The only reference left is the unowned view: once `output` goes, the caching allocator
+            # may give this memory to a later capture into the same pool.
+            output = self.pool.unowned(output)
+        self._outputs[rows] = output
         return graph
 
     def _replay(self, graph) -> None:
@@ -148,11 +185,23 @@ class GraphRunner:
 
 
 class _EmulatedGraph:
-    """A 'captured' step on the CPU: always `rows` rows, reading live buffer contents."""
+    """A 'captured' step on the CPU: always `rows` rows, reading live buffer contents, writing the
+    pool's blocks of its capture (the blocks its first replay was given)."""
 
-    def __init__(self, step: StepFn, rows: int):
+    def __init__(self, step: StepFn, rows: int, pool: GraphPool, keep_output: bool):
         self._step = step
         self.rows = rows
+        self._pool = pool
+        self._keep_output = keep_output
+        self._capture = None
+        self.output = None
 
     def replay(self) -> None:
-        self._step(self.rows)
+        if self._capture is None:
+            with self._pool.capturing() as capture:
+                self.output = self._step(self.rows)
+            self._pool.release_all_but(capture, [self.output] if self._keep_output else [])
+            self._capture = capture
+            return
+        with self._pool.replaying(self._capture):
+            self._step(self.rows)

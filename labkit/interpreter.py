@@ -4,7 +4,7 @@ On a machine without a GPU the kit runs its Triton kernels in Triton's interpret
 every ``tl`` operation as numpy calls wrapped in Python objects. Five patches of the interpreter's
 internals remove work that cannot change a result:
 
-    no overflow bookkeeping     32-bit integer arithmetic is not widened to build debug-mode asserts
+    no overflow bookkeeping     no debug-mode asserts built on 32-bit integer arithmetic
     language patched once       a launch swaps ``triton.language`` for numpy once, not per @jit helper
     numpy dtypes remembered     each Triton dtype's numpy dtype is looked up once
     numpy folds                 a reduction registered with :func:`interpret_reduction_as` runs in numpy

@@ -29,6 +29,7 @@ CPU_COMMANDS = paths.DATA / "cpu" / "command_times.json"  # make bench-cpu: comm
 CPU_NOTEBOOKS = paths.DATA / "cpu" / "notebook_times.json"  # each notebook's run time (the agendas)
 CPU_DOWNLOADS = paths.DATA / "cpu" / "downloads.json"  # what a fresh make lab downloads
 CPU_UPSTREAM = paths.DATA / "cpu" / "upstream_audit.json"  # audit-vllm on the releases, interpreted
+CPU_FAMILY = paths.DATA / "cpu" / "family.json"  # the case book's cases on the CPU (python -m labkit family)
 ROOM_CPU = paths.DATA / "hub" / "cpu.json"  # rooms on this CPU machine
 ROOM_GPU = paths.DATA / "hub" / "h200.json"  # rooms on the H200 box
 KERNEL_MEMORY = paths.DATA / "hub" / "kernel_memory.json"  # one kernel's memory, per torch build

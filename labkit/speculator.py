@@ -2,7 +2,7 @@
 
 This is a miniature of vLLM model runner v2's speculative-decoding path, small enough for a laptop:
 
-    idx_mapping    int32   [max_num_reqs]           batch row -> request-state slot (-1: no request)
+    idx_mapping    int32   [max_num_reqs]           batch row -> request-state slot
     temperature    float32 [max_num_reqs]           by slot, copied whole each step
     seeds          int64   [max_num_reqs]           by slot, copied whole each step
     input_tokens   int64   [max_num_reqs, window]   by row: the draft model's context
@@ -10,17 +10,17 @@ This is a miniature of vLLM model runner v2's speculative-decoding path, small e
     draft_tokens   int64   [max_num_reqs, k]        by row: the proposals
     draft_logits   float32 [max_num_reqs, k, V]     by slot: q, only for probabilistic drafting
 
-Each step :meth:`Speculator.copy_request_inputs` writes the live part; the padded part keeps what
-earlier steps left there unless the fix fills it (:meth:`Speculator.copy_idx_mapping`). Then the
+Each step :meth:`Speculator.copy_request_inputs` writes the live part; what the padded part holds
+is what notebook 02 shows and notebook 07's first exercise asks about. Then the
 drafter runs on ``num_reqs_padded`` rows (graph mode) or ``num_reqs`` rows (eager), through
 :class:`~labkit.graphs.GraphRunner`.
 
 What runs is one :class:`~labkit.config.DrafterConfig`: the drafter, k, the slots, the capture
-sizes, graphs or eager, and the three parts of the fix as independent switches
-(:class:`~labkit.config.FixSwitches`), so that each can be turned on alone and its effect seen.
+sizes, graphs or eager, and which parts of the PR's fix are on (:class:`~labkit.config.FixSwitches`;
+notebook 03 turns each on alone).
 
 Upstream this is ``DraftModelSpeculator`` in ``vllm/v1/worker/gpu/spec_decode/speculator.py`` (its
-``_copy_request_inputs`` holds the host-side fill) and ``DFlashSpeculator`` in
+``_copy_request_inputs`` holds the host side) and ``DFlashSpeculator`` in
 ``vllm/v1/worker/gpu/spec_decode/dflash/speculator.py``; docs/VLLM_MAP.md maps and compares them.
 """
 
@@ -40,7 +40,7 @@ from labkit.checks import (
     check_temperatures,
     same_device,
 )
-from labkit.config import DrafterConfig
+from labkit.config import DrafterConfig, dflash_pad
 from labkit.errors import LabkitInputError, padded_slot_error
 from labkit.graphs import GraphRunner
 from labkit.kernels.dflash_prep import prepare_dflash_sample_mapping
@@ -203,7 +203,7 @@ class Speculator:
         them are the padding: before the fix they keep whatever earlier steps left there."""
         num_reqs = slots.numel()
         self.idx_mapping[:num_reqs].copy_(slots)
-        if self.fix.fill_padding:
+        if self.fix.host:
             # Part 1 of the fix: padded rows say "no request" instead of keeping stale slots.
             self.idx_mapping[num_reqs:].fill_(-1)
 
@@ -308,12 +308,12 @@ class Speculator:
         """Autoregressive drafting samples one row per request: nothing to prepare."""
 
     def _padding_is_negative(self) -> bool:
-        return self.fix.fill_padding
+        return self.fix.host
 
     def _refuse_unmasked_negative_slots(self, num_reqs: int, rows: int) -> None:
         # Checked on the host, before the launch or the replay, without reading the GPU: the
         # configuration alone says whether padded rows hold -1 and the kernel lacks the mask.
-        if rows > num_reqs and self._padding_is_negative() and not self.fix.mask_kernel and self.probabilistic:
+        if rows > num_reqs and self._padding_is_negative() and not self.fix.kernel and self.probabilistic:
             first = num_reqs * self.samples_per_req
             raise padded_slot_error(f"{type(self).__name__} (graph of {rows} rows)",
                                     list(range(first, rows * self.samples_per_req)))
@@ -329,7 +329,7 @@ class Speculator:
             # Greedy drafting: an argmax, no q kept, nothing stored by slot -- immune to the bug.
             return logits.argmax(dim=-1)
         return self.sampler(logits, self.sampling_state, draft_step=draft_step, samples_per_req=samples_per_req,
-                            masked=self.fix.mask_kernel, trace=self.trace)
+                            masked=self.fix.kernel, trace=self.trace)
 
     def run_rows(self, rows: int) -> None:
         """The captured work: k x (draft forward + sampling) on `rows` rows of the buffers.
@@ -397,16 +397,16 @@ class DFlashSpeculator(Speculator):
         super().__init__(draft_model, config, **kwargs)
         M, k = self.max_num_reqs, self.k
         # The later hardening: start the buffer as "no request" rather than slot 0.
-        self.sample_idx_mapping = torch.full((M * k,), self.fix.dflash_pad, dtype=self.idx_mapping.dtype,
+        self.sample_idx_mapping = torch.full((M * k,), dflash_pad(self.fix), dtype=self.idx_mapping.dtype,
                                              device=self.device)
         self.sample_pos = torch.zeros(M * k, dtype=torch.int64, device=self.device)
 
     def _prepare_sample_rows(self, num_reqs: int) -> None:
         prepare_dflash_sample_mapping(self.idx_mapping, self.positions, self.sample_idx_mapping, self.sample_pos,
-                                      num_reqs=num_reqs, k=self.k, pad_value=self.fix.dflash_pad)
+                                      num_reqs=num_reqs, k=self.k, pad_value=dflash_pad(self.fix))
 
     def _padding_is_negative(self) -> bool:
-        return self.fix.dflash_pad < 0
+        return dflash_pad(self.fix) < 0
 
     def run_rows(self, rows: int) -> None:
         self._check_rows(rows)

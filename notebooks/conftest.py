@@ -1,4 +1,5 @@
-"""nbval checks the notebooks on the CPU path, on every machine; cells tagged `gpu` are skipped there.
+"""nbval checks the notebooks on the CPU path, on every machine, each notebook's cells in their order;
+cells tagged `gpu` are skipped there.
 
 The outputs nbval compares were committed from a run on the CPU (Triton's interpreter, or the torch
 references). On a GPU the kernels compile and colliding rows race, so a checked output need not be
@@ -34,6 +35,16 @@ def _tags(item) -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items):
+    # A notebook's cells share one kernel and run in order: a plugin that shuffles tests
+    # (pytest-randomly, where it is installed) must not shuffle them. Each notebook keeps its place
+    # among the other items; its cells go back into the notebook's own order.
+    cells = [i for i, item in enumerate(items) if getattr(item, "cell_num", None) is not None]
+    by_notebook: dict = {}
+    for i in cells:
+        by_notebook.setdefault(str(items[i].fspath), []).append(items[i])
+    in_order = {path: iter(sorted(group, key=lambda item: item.cell_num)) for path, group in by_notebook.items()}
+    for i in cells:
+        items[i] = next(in_order[str(items[i].fspath)])
     skip = pytest.mark.skip(reason="notebook cell tagged 'gpu': nbval checks the CPU path")
     for item in items:
         if GPU_TAG in _tags(item):

@@ -99,5 +99,5 @@ def small_bench():
 
     modes = {"eager": ModeResult("eager", "eager", 10, 10, 0, 0.5, 0.3, 1, 0.9),
              "graph-buggy": ModeResult("graph-buggy", "eager", 10, 6, 4, 0.6, 0.5, 1, 0.9),
-             "graph-fill-only": ModeResult("graph-fill-only", "eager", error="refused")}
+             "graph-host-only": ModeResult("graph-host-only", "eager", error="refused")}
     return BenchResult(BenchConfig(prompts=10), modes, {}, [], 1.0)

@@ -141,7 +141,7 @@ def test_the_instructors_script_before_07_reveals_nothing_and_names_only_widgets
         assert script, notebook
         found = {x: answers_in(script, x) for x in letters()}
         assert not any(found.values()), (notebook, found)
-    # 02's explorer has no switches (fix_toggles=False); 03's has one per part.
+    # 02's explorer has no switches; 03's (FixExplorer) has one per part.
     import json
 
     def explorer_calls(prefix):
@@ -149,6 +149,37 @@ def test_the_instructors_script_before_07_reveals_nothing_and_names_only_widgets
         return [line for c in nb["cells"] if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
                 if "Explorer(" in line]
 
-    assert all("fix_toggles=False" in line for line in explorer_calls("02"))
+    assert explorer_calls("02") and not any("FixExplorer(" in line for line in explorer_calls("02"))
     assert not any(word in _script_of("02").lower() for word in ("toggle", "switch"))
-    assert any("fix_toggles=False" not in line for line in explorer_calls("03")) and "toggle" in _script_of("03")
+    assert any("FixExplorer(" in line for line in explorer_calls("03")) and "toggle" in _script_of("03")
+
+
+# --- the optional block: off the clock, planned at its minimums -------------------------------------------
+
+def test_each_optional_block_fits_its_stated_length_and_is_offered_in_every_agenda(record):
+    slots = agenda.optional_slots(record)
+    assert slots and [s.activity for s in slots] == list(agenda.OPTIONAL)
+    for slot in slots:
+        a = slot.activity
+        read = -(-agenda.reading_words(a.notebook) // agenda.READING_WPM)
+        run = agenda.notebook_seconds(record, a.notebook)
+        assert (slot.read_min, slot.discuss_min) == (read, agenda.MIN_DISCUSS[a.notebook])
+        assert slot.minutes == -(-(read + slot.discuss_min + run / 60) // 1) <= agenda.OPTIONAL_BLOCK_MIN
+        for name in agenda.AGENDAS:
+            shown = agenda.render(name, record)
+            assert f"Optional, off the clock ({agenda.OPTIONAL_BLOCK_MIN} min at most): {a.notebook}, {a.what}" in shown
+            assert f"{slot.minutes} min in all" in shown
+    # Off the clock: the agendas' slots and slack are what they were without it.
+    for activities, _ in agenda.AGENDAS.values():
+        assert all(slot.activity not in agenda.OPTIONAL for slot in agenda.schedule(activities, record))
+
+
+def test_the_optional_block_is_offered_in_the_slack_only_where_it_fits(record):
+    (slot,) = agenda.optional_slots(record)
+    three = agenda.render("three-hours", record)
+    fits = slot.minutes <= agenda.slack_min("three-hours", record)
+    assert ("a room on time takes it before the capstone" in three) == fits
+    assert "take-home" in agenda.render("two-hours", record)
+    squeezed = copy.deepcopy(record)
+    squeezed["notebooks"]["06_audit_and_distribution.ipynb"]["seconds"] += 60 * agenda.slack_min("three-hours", record)
+    assert "take-home" in agenda.render("three-hours", squeezed).split("Optional, off the clock", 1)[1]

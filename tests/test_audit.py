@@ -254,3 +254,40 @@ def test_a_failed_report_raises_with_its_sentences():
     fixed = audit_step(_torch_step(state, fill=True, mask=True), state.buffers(), live_rows=N, padded_rows=M)
     assert fixed.raise_if_failed() is fixed
     assert str(fixed).startswith("PASS step: 7 live rows run as 8, poisons stale, 1, 2; checked q, tokens")
+
+
+# -- what a record reads outside the live rows, and who reads the record ------------------------------
+
+@pytest.mark.parametrize("n,rows_read", [(3, lambda rows: range(M - rows, M)), (2, lambda rows: range(M - rows, M))])
+def test_a_record_that_reads_outside_the_live_rows_is_named_with_what_it_reads(n, rows_read):
+    """A step written for a tensor of exactly its rows, handed a buffer of M rows: it reads the tail."""
+    hidden = torch.zeros(M, V)
+    out = torch.zeros(M, V)
+
+    def step(rows):
+        torch.tanh(hidden[-rows:], out=out[:rows])
+
+    buffers = [Buffer("hidden", hidden, "row", range(n)),
+               Buffer("out", out, "row", range(n), "output", read_by="the next step")]
+    report = audit_step(step, buffers, live_rows=n, padded_rows=n + 1)
+    assert not report.passed
+    unpadded = [f for f in report.findings if f.how == "unpadded run"]
+    padded = [f for f in report.findings if f.how != "unpadded run"]
+    for findings, rows in ((unpadded, n), (padded, n + 1)):
+        assert sorted(f.index[0] for f in findings) == list(range(n))
+        for f in findings:
+            read = list(rows_read(rows))[f.index[0]]
+            assert f.reads == (f"hidden[{read}, :]",), (f.how, f.index, f.reads)
+            assert "which the next step reads" in f.sentence() and f"it reads hidden[{read}, :]" in f.sentence()
+    assert {f.how for f in padded} == {"read probe"}
+
+
+def test_the_reader_of_a_slot_indexed_output_is_named_beside_its_writer():
+    state = LearnerState()
+    buffers = state.buffers()
+    q = next(b for b in buffers if b.name == "q")
+    q.read_by = "the rejection sampler"
+    report = audit_step(_torch_step(state, fill=False, mask=False), buffers, live_rows=N, padded_rows=M,
+                        poisons=("stale",))
+    assert report.findings[0].sentence() == ("padded row 7 wrote q[7, :] owned by row 6, which the rejection "
+                                             "sampler reads")

@@ -93,3 +93,36 @@ def test_the_unmasked_kernel_refuses_a_negative_slot():
     with pytest.raises(IndexError, match="out-of-bounds"):
         recipe.scatter_torch(scatter.logits, scatter.sampled, scatter.idx_mapping, scatter.sampled_logprob,
                              scatter.sampled_rank, rows=recipe.MAX_ROWS, mask=False)
+
+
+# -- the second property: examples/lifetime_recipe.py ------------------------------------------------
+
+_lspec = importlib.util.spec_from_file_location("lifetime_recipe", ROOT / "examples" / "lifetime_recipe.py")
+lifetime = importlib.util.module_from_spec(_lspec)
+sys.modules[_lspec.name] = lifetime
+_lspec.loader.exec_module(lifetime)
+
+
+def _graph_rows(n: int) -> int:
+    return next(size for size in lifetime.CAPTURE_SIZES if size >= n)
+
+
+def test_the_overlapped_step_fails_exactly_where_the_next_step_replays_the_same_graph():
+    reports = lifetime.main([])
+    expected = tuple(t for t in range(lifetime.STEPS)
+                     if _graph_rows(lifetime.BATCHES[t]) == _graph_rows(lifetime.BATCHES[t + 1]))
+    assert 0 < len(expected) < lifetime.STEPS, "the batches must hold both kinds of step"
+    (found,) = reports["buggy"].findings
+    assert found.steps == expected
+    assert (found.buffer, found.writer, found.reader) == ("logprobs", "graph at step t+1", "output processor of step t")
+    assert found.rows == tuple(range(max(lifetime.BATCHES[t] for t in expected)))
+    assert reports["copied"].passed
+
+
+def test_the_recipe_page_shows_what_the_lifetime_script_prints():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        lifetime.main([])
+    page = (ROOT / "docs" / "AUDIT_RECIPE.md").read_text()
+    shown = page.split("Run `python\nexamples/lifetime_recipe.py`:\n\n```\n", 1)[1].split("\n```", 1)[0]
+    assert shown == out.getvalue().rstrip("\n")

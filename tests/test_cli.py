@@ -63,11 +63,11 @@ def test_the_default_run_reproduces_the_bug_and_the_fix_and_names_its_backend():
 
 def test_the_table_says_what_its_words_mean_and_which_backend_ran(capsys):
     # In this process (the command's own main): a fresh one would only add torch's import.
-    assert main(["repro", "--prompts", "6", "--modes", "graph-buggy,graph-fill-only", "--backend", "torch",
+    assert main(["repro", "--prompts", "6", "--modes", "graph-buggy,graph-host-only", "--backend", "torch",
                  "--quiet"]) == 0
     out = capsys.readouterr()
     lines = out.out.splitlines()
-    row = next(line for line in lines if line.startswith("graph-fill-only"))
+    row = next(line for line in lines if line.startswith("graph-host-only"))
     assert "refused" in row.split() and "corrupted: 0" not in out.out
     for start in ("identical:", "corrupted:", "refused:", "backend torch:"):
         assert any(line.startswith(start) for line in lines), start
@@ -200,9 +200,9 @@ def test_lab_check_and_the_pip_source_question_run_on_a_python_without_torch(tmp
 
 # Every command a user or a maintainer types, and the verbs of those that have some.
 EVERY_COMMAND = {"lab", "setup", "repro", "info", "figures", "student-edition", "agenda", "docs", "refresh",
-                 "audit-vllm", "hub", "gpu", "record", "upstream", "bench-cpu", "mutants", "run-notebooks",
+                 "audit-vllm", "hub", "family", "gpu", "record", "upstream", "bench-cpu", "mutants", "run-notebooks",
                  "train-models"}
-VERBS = {"hub": ["start", "stop", "values", "bench", "kernel-memory"], "upstream": ["fetch", "record"],
+VERBS = {"hub": ["start", "stop", "values", "bench", "kernel-memory"], "upstream": ["fetch", "matrix"],
          "setup": ["pip-source", "wheelhouse", "lab-overrides", "server-config"], "record": ["merge"]}
 
 
@@ -221,7 +221,7 @@ def test_help_lists_every_command_on_one_line_of_a_terminal():
 
 @pytest.mark.parametrize("argv,prog", [(["hub", "bench", "--help"], "python -m labkit hub bench"),
                                        (["hub", "kernel-memory", "--help"], "python -m labkit hub kernel-memory"),
-                                       (["upstream", "record", "--help"], "python -m labkit upstream record"),
+                                       (["upstream", "matrix", "--help"], "python -m labkit upstream matrix"),
                                        (["upstream", "fetch", "--help"], "python -m labkit upstream fetch"),
                                        (["gpu", "--help"], "python -m labkit gpu"),
                                        (["bench-cpu", "--help"], "python -m labkit bench-cpu"),
@@ -241,5 +241,5 @@ def test_an_unknown_option_of_a_command_is_refused_and_one_that_passes_options_o
 
     seen = []
     monkeypatch.setattr(record, "main", lambda argv: seen.append(argv) or 0)
-    assert main(["upstream", "record", "trees", "--docs", "-h"]) == 0
+    assert main(["upstream", "matrix", "trees", "--docs", "-h"]) == 0
     assert seen == [["trees", "--docs", "-h"]]

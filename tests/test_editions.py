@@ -195,7 +195,7 @@ def test_every_notebook_loses_its_solutions_and_keeps_its_checkers(student):
 def test_exercises_notebook_has_solutions_and_checkers_for_every_exercise():
     nb = nbformat.read(EXERCISES, as_version=4) if EXERCISES.exists() else pytest.skip("no notebook 07")
     checkers = [c.source for c in nb.cells if "checker" in _tags(c)]
-    for fn in ("check_fill", "check_kernel", "check_dflash", "check_offset"):
+    for fn in ("check_mapping", "check_kernel", "check_dflash", "check_offset"):
         assert any(fn in s for s in checkers), fn
     assert sum("solution" in _tags(c) and c.cell_type == "code" for c in nb.cells) >= 4
 
@@ -207,6 +207,6 @@ def test_exercises_notebook_has_solutions_and_checkers_for_every_exercise():
 def test_a_solution_cell_may_name_its_own_placeholder():
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["solution"]})
-    cell.metadata["labkit"] = {"placeholder": "# Your turn: run ex.check_fill(globals()) below."}
+    cell.metadata["labkit"] = {"placeholder": "# Your turn: run ex.check_mapping(globals()) below."}
     nb.cells = [cell]
-    assert student_notebook(nb).cells[0].source == "# Your turn: run ex.check_fill(globals()) below."
+    assert student_notebook(nb).cells[0].source == "# Your turn: run ex.check_mapping(globals()) below."

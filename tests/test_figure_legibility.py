@@ -22,6 +22,7 @@ from labkit.viz import mapping_plots as mp
 from labkit.viz import ownership_plots as op
 from labkit.viz import q_plots as qp
 from labkit.viz.bench_plots import bench_figure
+from labkit.viz.fixed_map import moving_parts_fixed
 from labkit.viz.moving_parts import moving_parts
 from labkit.viz.proof_plots import plot_distributions, plot_tv_vs_n
 from labkit.viz.race_plots import plot_race_blocks
@@ -59,7 +60,7 @@ def _sibling_bars(get):
 # name -> build(get), where get(fixture name) returns a fixture's value
 FIGURES = {
     "moving_parts": lambda get: moving_parts(),
-    "moving_parts(show_fix=True)": lambda get: moving_parts(show_fix=True),
+    "moving_parts_fixed": lambda get: moving_parts_fixed(),
     "ownership_map": lambda get: op.ownership_map(get("buggy").launches[1]),
     "ownership_map, titled": lambda get: op.ownership_map(get("buggy").launches[1], title="docs/MECHANICS.md's "
                                                           "timeline, step t+1 (slot 3 finished)"),
@@ -70,8 +71,8 @@ FIGURES = {
     "distribution_bars": _sibling_bars,
     "bench_figure": lambda get: bench_figure(get("small_bench"), title="ablation: 50 prompts per mode"),
     "explorer_figure": _explorer,
-    "explorer_figure, DFlash pad 0": lambda get: _explorer(get, drafter="dflash", fix=FixSwitches(dflash_pad=0)),
-    "explorer_figure, refused": lambda get: _explorer(get, fix=FixSwitches(mask_kernel=False)),
+    "explorer_figure, DFlash pad 0": lambda get: _explorer(get, drafter="dflash", fix=FixSwitches(dflash=False)),
+    "explorer_figure, refused": lambda get: _explorer(get, fix=FixSwitches(kernel=False)),
     "plot_tv_vs_n": lambda get: plot_tv_vs_n(get("small_proof")),
     "plot_distributions": lambda get: plot_distributions(get("small_proof"), get("models").tokenizer),
     "plot_race_blocks, two vocabularies": lambda get: plot_race_blocks(get("race_record")),

@@ -612,7 +612,7 @@ def test_gpu_bench_the_fix_matches_gpu_eager_in_every_mode(gpu_bench):
     print({name: (r["identical_to_eager"], r["corrupted"], r["tokens_per_s"]) for name, r in m.items()})
     for mode in ("graph-fixed", "greedy-graph-buggy", "dflash-fixed"):
         assert m[mode]["identical_to_eager"] == m[mode]["responses"] == 50, mode
-    assert m["graph-fill-only"]["error"] and "mask" in m["graph-fill-only"]["error"]
+    assert m["graph-host-only"]["error"] and "mask" in m["graph-host-only"]["error"]
 
 
 def _collided(launch) -> list[tuple[int, int]]:
@@ -627,7 +627,7 @@ def _rows_of(launch, slot) -> list[int]:
 
 @gpu
 @needs_compiled
-@pytest.mark.parametrize("mode", ["graph-buggy", "graph-mask-only"])
+@pytest.mark.parametrize("mode", ["graph-buggy", "graph-kernel-only"])
 def test_gpu_buggy_graphs_collide_and_q_holds_only_candidates(mode, gpu_models):
     """Before the fix, padded rows store to live slots: the collision is there in every order, and
     each element of the live q is one colliding row's value. Which row wins is the GPU's race

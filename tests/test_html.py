@@ -80,7 +80,7 @@ def _fake_result():
         "eager": ModeResult("eager", "eager", 3, 3, 0, 0.5234, 0.3, 80.0, 0.93, 12.3),
         "graph-buggy": ModeResult("graph-buggy", "eager", 3, 2, 1, 0.6011, 0.5, 55.5, 0.9, 20.1,
                                   corrupted_rids=[1]),
-        "graph-fill-only": ModeResult("graph-fill-only", "eager", error="refused"),
+        "graph-host-only": ModeResult("graph-host-only", "eager", error="refused"),
     }
     texts = {"eager": {0: "a boat.", 1: "the king sleeps.", 2: "home."},
              "graph-buggy": {0: "a boat.", 1: "the kinng slee", 2: "home."}}
@@ -92,7 +92,7 @@ def test_bench_side_by_side_shows_only_corrupted_responses():
     assert "#1" in html and "#0" not in html and "#2" not in html
     assert MARKED.findall(html) == ["king", "sleeps.", "kinng", "slee"]
     assert "1 of 3 responses differ" in html and "word by word" in html
-    assert "refused" in bench_side_by_side(_fake_result(), "graph-fill-only")
+    assert "refused" in bench_side_by_side(_fake_result(), "graph-host-only")
     assert "identical" in bench_side_by_side(_fake_result(), "eager")
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from labkit.__main__ import main
 from labkit.tools import lab, setup
+from labkit.workshop.editions.secrecy import STUDENT_PATH
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "INSTRUCTOR_GUIDE.md"
@@ -62,7 +63,8 @@ def test_make_lab_opens_the_student_edition_in_the_learners_folder_trusted(start
     notary = NotebookNotary(db_file=_flag(cmd, "NotebookNotary.db_file"),
                             secret_file=_flag(cmd, "NotebookNotary.secret_file"))
     shipped = sorted(root.glob("*.ipynb"))
-    assert len(shipped) == 9 and all(notary.check_signature(nbformat.read(p, as_version=4)) for p in shipped)
+    assert len(shipped) == len(STUDENT_PATH)
+    assert all(notary.check_signature(nbformat.read(p, as_version=4)) for p in shipped)
     # A second start keeps the learner's work.
     first = root / cmd[-1]
     first.write_text(first.read_text().replace("# 00", "# 00 (mine)", 1))

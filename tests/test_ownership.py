@@ -68,7 +68,7 @@ def test_ownership_table_from_a_speculator_record(models):
 @pytest.mark.parametrize("pad", [-1, 0])
 def test_dflash_own_sample_rows_are_their_owners_writers(models, pad):
     # Capture sizes without 1: one live request (slot 3) runs in a graph of 2 rows, 4 sample rows.
-    config = replace(TIMELINE, drafter="dflash", capture_sizes=(2, 4, 8), fix=FixSwitches(dflash_pad=pad))
+    config = replace(TIMELINE, drafter="dflash", capture_sizes=(2, 4, 8), fix=FixSwitches(dflash=pad == -1))
     spec = DFlashSpeculator(models.draft, config, record=True)
     spec.propose(*propose_inputs(spec, [3, 0]))
     spec.propose(*propose_inputs(spec, [3], step=1))

@@ -27,6 +27,7 @@ from labkit.viz import mapping_plots as mp
 from labkit.viz import ownership_plots as op
 from labkit.viz import q_plots as qp
 from labkit.viz.bench_plots import bench_figure
+from labkit.viz.fixed_map import moving_parts_fixed
 from labkit.viz.moving_parts import moving_parts
 from labkit.viz.style import BAD_COLOR, OK_COLOR, caption_of, drawn_texts
 
@@ -58,13 +59,13 @@ def test_heat_map_holds_the_stale_slot_before_and_minus_one_after(buggy, fixed):
         np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), grid.kinds)
         assert _text_at(ax, pad_row, 1) == str(value)
         legend = [t.get_text() for t in fig.legends[0].get_texts()]  # under the axes, kept clear of the x label
-        assert mp.KIND_LABELS[kind] in legend
+        assert mp._KIND_LABELS[kind] in legend
         assert ax.get_xlabel() and ax.get_ylabel()
         assert f"labkit's {backends.backend()} backend" in caption_of(fig)
 
 
 def test_categories_of_a_dflash_mapping_with_pad_zero():
-    run = timeline_run(config=replace(TIMELINE, drafter="dflash", fix=FixSwitches(dflash_pad=0)))
+    run = timeline_run(config=replace(TIMELINE, drafter="dflash", fix=FixSwitches(dflash=False)))
     grid = mp.mapping_grid(run.launches)
     k = run.launches[1].samples_per_req
     assert grid.samples_per_req == k == 2
@@ -98,7 +99,7 @@ def test_ownership_before_the_fix(buggy):
 def test_ownership_after_the_fix(fixed):
     clean = op.ownership(fixed.launches[1])
     assert clean.sentences == [] and not (clean.kinds == op.OVERWRITTEN).any()
-    assert (7, -1, "masked") in clean.edges
+    assert (7, -1, "empty") in clean.edges
     assert (clean.writes[7] == 1).all()
 
 
@@ -184,7 +185,7 @@ def _inside(box, point, slack=0.03) -> bool:
 
 
 def test_moving_parts_names_every_part_of_the_fix_and_draws_the_padded_store():
-    fig = moving_parts(show_fix=True)
+    fig = moving_parts_fixed()
     ax = fig.axes[0]
     texts = " ".join(t.get_text() for t in ax.texts)
     for needle in ("FIX 1", "FIX 2", "FIX 3", "idx_mapping[row]", "draft_logits[slot", "inside the CUDA graph"):
@@ -218,7 +219,7 @@ def test_the_learners_moving_parts_marks_the_bug_without_its_fix():
     leaks = [token for token in SPOILERS if token.casefold() in texts]
     assert leaks == [], f"moving_parts() gives the fix away: {leaks}"
     # The same scan finds what the fixed variant adds: it reads the legend and every box.
-    assert [token for token in SPOILERS if token.casefold() in _texts(moving_parts(show_fix=True)).casefold()]
+    assert [token for token in SPOILERS if token.casefold() in _texts(moving_parts_fixed()).casefold()]
     red = " ".join(t.get_text() for t in drawn_texts(fig) if to_hex(t.get_color()) == to_hex(BAD_COLOR))
     # idx_mapping's padded entries, the store, DFlash's padded sample rows (marked, not answered: which
     # request their pad hurts is the question of exercise (c))
@@ -228,7 +229,7 @@ def test_the_learners_moving_parts_marks_the_bug_without_its_fix():
 
 
 def test_the_fixed_moving_parts_adds_the_three_parts_of_the_fix():
-    texts = _texts(moving_parts(show_fix=True))
+    texts = _texts(moving_parts_fixed())
     for part in ("FIX 1: idx_mapping[num_reqs:] = -1", "FIX 2: skip slot < 0\n(masked loads + store)",
                  "FIX 3: pad with -1, not 0"):
         assert part.replace("\n", " ") in texts.replace("\n", " ")
@@ -267,3 +268,8 @@ def test_write_all_writes_the_explaining_and_the_record_figures(tmp_path):
                      "q_used_vs_drawn.png", "bench_before_after.png", "timing_tokens_per_s.png"]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_moving_parts_refuses_a_note_for_a_place_it_does_not_have():
+    with pytest.raises(ValueError, match="no place numbered \\[4\\]"):
+        moving_parts({4: "nowhere"})

@@ -67,3 +67,16 @@ def test_the_kits_commit_is_its_own_checkout_s_never_a_surrounding_repository(tm
     assert kit_commit() == {"git_commit": None, "git_dirty": None}
     monkeypatch.setenv("LABKIT_SOURCE_COMMIT", "0123abc")
     assert kit_commit()["git_commit"] == "0123abc"
+
+
+def test_refresh_executes_the_notebooks_it_is_told_by_any_of_their_names(capsys):
+    from labkit.__main__ import main
+    from labkit.docgen.refresh import notebooks_named, record_notebooks
+
+    names = ["03", "08_appendix_kernel_engineering", "02_see_the_stale_idx_mapping.ipynb"]
+    assert [p.name for p in notebooks_named(names)] == [
+        "03_the_fix.ipynb", "08_appendix_kernel_engineering.ipynb", "02_see_the_stale_idx_mapping.ipynb"]
+    assert len(notebooks_named(["all"])) > len(record_notebooks())
+    assert main(["refresh", "--execute", "99"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--execute 99: no notebook of notebooks/ is called that" in err[0]

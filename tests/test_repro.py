@@ -29,7 +29,7 @@ from labkit.bench.repro import (
 )
 from labkit.errors import LabkitInputError
 
-CORRUPTING = ("graph-buggy", "graph-mask-only", "dflash-buggy")
+CORRUPTING = ("graph-buggy", "graph-kernel-only", "dflash-buggy")
 FAITHFUL = ("graph-fixed", "greedy-graph-buggy", "dflash-fixed")
 
 
@@ -63,14 +63,14 @@ def test_fixed_and_greedy_modes_are_identical_to_eager(all_modes):
 
 
 def test_fill_without_mask_is_refused_never_counted(all_modes):
-    r = all_modes.modes["graph-fill-only"]
-    assert r.refused and "mask" in r.error and "graph-fill-only" not in all_modes.texts
-    record = all_modes.to_json()["modes"]["graph-fill-only"]
+    r = all_modes.modes["graph-host-only"]
+    assert r.refused and "mask" in r.error and "graph-host-only" not in all_modes.texts
+    record = all_modes.to_json()["modes"]["graph-host-only"]
     assert record["refused"] is True and record["corrupted"] is None and record["identical_to_eager"] is None
     assert "slot >= 0" in record["error"]
-    line = next(row for row in format_table(all_modes).splitlines() if row.startswith("graph-fill-only"))
+    line = next(row for row in format_table(all_modes).splitlines() if row.startswith("graph-host-only"))
     assert line.split()[3:5] == ["-", "refused"]
-    assert "graph-fill-only refused:" in report(all_modes)
+    assert "graph-host-only refused:" in report(all_modes)
     assert "corrupted: 0" not in report(all_modes) + json.dumps(all_modes.to_json())
 
 

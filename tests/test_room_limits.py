@@ -53,8 +53,13 @@ def test_the_share_is_applied_to_every_gpu_once_and_described(fresh):
 def test_without_a_gpu_or_a_share_nothing_is_held(fresh):
     cuda = FakeCuda(0)
     limits.apply(SimpleNamespace(cuda=cuda))
-    assert cuda.calls == [] and limits.describe() == {"gpu_memory_share": "whole GPU (no share set)",
-                                                           "memory_limit": "none set"}
+    fresh.setattr(limits, "_has_cuda", lambda: False)
+    assert cuda.calls == [] and limits.describe() == {"gpu_memory_share": "no GPU", "memory_limit": "none set"}
+    fresh.setenv(limits.GPU_SHARE_ENV, "0.25")
+    assert limits.describe()["gpu_memory_share"] == f"no GPU ({limits.GPU_SHARE_ENV}=0.250 holds nothing here)"
+    fresh.setattr(limits, "_has_cuda", lambda: True)
+    fresh.delenv(limits.GPU_SHARE_ENV)
+    assert limits.describe()["gpu_memory_share"] == "whole GPU (no share set)"
 
 
 @pytest.mark.parametrize("text", ["0", "1.5", "-0.1", "half", "nan"])

@@ -530,7 +530,7 @@ assert len(setup) == 1, "notebook 07's set-up cell (imports the checkers as ex) 
 base = {}
 run(text(setup[0]), base)
 out = {"backend": base["labkit"].backend()}
-for exercise, name, checker in (("a", "copy_idx_mapping", "check_fill"), ("b", "gumbel_rows", "check_kernel"),
+for exercise, name, checker in (("a", "copy_idx_mapping", "check_mapping"), ("b", "gumbel_rows", "check_kernel"),
                                 ("c", "build_sample_mapping", "check_dflash")):
     for kind in ("start", "solution"):
         cells = [c for c in code if re.search(rf"^def {name}\(", text(c), re.M) and solution(c) == (kind == "solution")]

@@ -109,7 +109,7 @@ def test_every_padded_row_is_filled_when_the_batch_shrinks_by_three(models, fix,
 
 
 def test_mask_without_fill_still_corrupts(models):
-    rec = _timeline(models, FixSwitches(fill_padding=False, mask_kernel=True)).last_record
+    rec = _timeline(models, FixSwitches(host=False, kernel=True)).last_record
     assert [int(rec.writes[7, j]) for j in range(K)] == [2, 2]
     if ORDERED:
         assert rec.collisions() == [(7, 0, 7, 6), (7, 1, 7, 6)]
@@ -117,7 +117,7 @@ def test_mask_without_fill_still_corrupts(models):
 
 def test_fill_without_mask_is_refused_before_the_launch(models):
     with pytest.raises(PaddedSlotOutOfBoundsError, match=r"rows \[7\].*slot -1.*mask"):
-        _timeline(models, FixSwitches(fill_padding=True, mask_kernel=False))
+        _timeline(models, FixSwitches(host=True, kernel=False))
 
 
 def test_eager_mode_has_no_padded_rows(models):
@@ -134,7 +134,7 @@ def test_greedy_drafting_keeps_no_q(models):
 
 @pytest.mark.parametrize("pad", [0, -1])
 def test_dflash_pad_value(models, pad):
-    spec = _timeline(models, FixSwitches(fill_padding=True, mask_kernel=True, dflash_pad=pad), cls=DFlashSpeculator)
+    spec = _timeline(models, FixSwitches(host=True, kernel=True, dflash=pad == -1), cls=DFlashSpeculator)
     rec = spec.last_record
     assert rec.mapping[7 * K:].tolist() == [pad] * K
     if pad == -1:
@@ -222,7 +222,7 @@ def test_fill_without_mask_is_refused_on_the_host_before_any_launch(models, cls)
         launches.append(kwargs["draft_step"])
         return gumbel_sample_torch(*args, **kwargs)
 
-    fill_only = FixSwitches(fill_padding=True, mask_kernel=False, dflash_pad=-1)
+    fill_only = FixSwitches(host=True, kernel=False, dflash=True)
     with backends.using_backend("torch"):  # host logic under test; the reference sampler is not capturable
         spec = cls(models.draft, _config(cls, fix=fill_only), sampler=counting)
         spec.propose(*_inputs(models, list(TIMELINE[0]), 0))  # 8 live rows: no padding, nothing to refuse

@@ -39,7 +39,7 @@ def torch_threads(request):
 
 # -- before the fix ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode", ["graph-buggy", "graph-mask-only"])
+@pytest.mark.parametrize("mode", ["graph-buggy", "graph-kernel-only"])
 def test_audit_finds_only_padded_rows_storing_into_live_q(models, mode):
     report = audit_speculator(mode, models=models)
     # Every finding is a q that two rows stored to (a live row and a padded one), named by the trace.
@@ -56,7 +56,7 @@ def test_audit_finds_only_padded_rows_storing_into_live_q(models, mode):
 
 
 @cpu_store_order
-@pytest.mark.parametrize("mode", ["graph-buggy", "graph-mask-only"])
+@pytest.mark.parametrize("mode", ["graph-buggy", "graph-kernel-only"])
 def test_audit_names_padded_row_7_overwriting_row_6s_q(models, mode):
     report = audit_speculator(mode, models=models)
     for step in (0, 1):
@@ -80,7 +80,7 @@ def test_audit_fails_on_dflash_padding_with_slot_0(models):
 
 def test_fill_without_mask_is_refused_not_audited(models):
     with pytest.raises(PaddedSlotOutOfBoundsError):
-        audit_speculator("graph-fill-only", models=models)
+        audit_speculator("graph-host-only", models=models)
 
 
 @cpu_store_order

@@ -84,11 +84,54 @@ def test_assignments_count_as_the_copy_and_the_fill(tmp_path):
     assert reading.fills_padded_rows is True
 
 
-def test_a_fill_in_another_function_is_not_seen_and_the_report_says_which_function_was_read(tmp_path):
+def test_a_fill_in_a_helper_of_the_same_file_is_followed_and_named(tmp_path):
     reading = read_speculators(_tree(tmp_path, {"speculator.py": FILL_ELSEWHERE}))
     (copy,) = reading.copies
-    assert reading.fills_padded_rows is False
-    assert "Drafter._copy_request_inputs" in copy.sentence()
+    assert reading.fills_padded_rows is True and reading.part()["state"] == "fills"
+    assert "Drafter._copy_request_inputs" in copy.sentence() and "in Drafter._pad, called on line" in copy.sentence()
+
+
+FILL_THROUGH_A_PARAMETER = """
+    def pad_rows(buffer, n):
+        buffer[n:] = -1
+
+    class Drafter:
+        def _copy_request_inputs(self, num_reqs, idx_mapping):
+            live = self.idx_mapping[:num_reqs]
+            live.copy_(idx_mapping)
+            pad_rows(self.idx_mapping, num_reqs)
+"""
+FILL_IN_ANOTHER_FILE = """
+    from elsewhere import pad_rows
+
+    class Drafter:
+        def _copy_request_inputs(self, num_reqs, idx_mapping):
+            self.idx_mapping[:num_reqs].copy_(idx_mapping)
+            pad_rows(self.idx_mapping, num_reqs)
+            use(self.idx_mapping[:num_reqs])  # the live rows only: nothing to follow
+"""
+
+
+def test_a_helper_given_the_buffer_is_followed_and_one_of_another_file_is_named_not_judged(tmp_path):
+    reading = read_speculators(_tree(tmp_path, {"a/speculator.py": FILL_THROUGH_A_PARAMETER}))
+    assert reading.part()["state"] == "fills" and "in pad_rows" in reading.copies[0].pad_fills[0].code
+    elsewhere = read_speculators(_tree(tmp_path / "b", {"speculator.py": FILL_IN_ANOTHER_FILE}))
+    part = elsewhere.part()
+    assert part["state"] == "unknown" and "hands idx_mapping to another file's function" in part["says"]
+    (copy,) = elsewhere.copies
+    assert [c.code for c in copy.unfollowed] == ["pad_rows(self.idx_mapping, num_reqs)"]
+    assert "could not follow" in copy.sentence()
+
+
+def test_an_unreadable_file_is_named_and_the_others_still_read(tmp_path):
+    tree = _tree(tmp_path, {"speculator.py": FILL_ALWAYS, "broken.py": "def f(:\n"})
+    (tree / SPEC_DECODE / "latin.py").write_bytes(b"x = '\xff'\n")
+    (tree / SPEC_DECODE / "folder.py").mkdir()
+    reading = read_speculators(tree)
+    assert reading.fills_padded_rows is True and len(reading.unreadable) == 3
+    assert any("SyntaxError" in u and "line 1" in u for u in reading.unreadable)
+    assert any("not UTF-8" in u for u in reading.unreadable)
+    assert any("is a folder where the kit expects a Python file" in u for u in reading.unreadable)
 
 
 def test_a_tree_without_speculators_says_so(tmp_path):

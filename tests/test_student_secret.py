@@ -36,6 +36,7 @@ from labkit.workshop.editions.secrecy import (
 )
 from labkit.workshop.editions.student import (
     CHECKER_TAG,
+    DOCS_AFTER_THE_EXERCISES,
     KEEP_OUTPUT_TAG,
     LEARNER_DOCS,
     build_learner_folder,
@@ -173,7 +174,7 @@ def test_the_run_really_shows_figures_widgets_outputs_docs_and_docstrings_to_the
     seen = before_each_exercise(executed, DOCS)["d"]
     where = {piece.where for piece in seen}
     assert {"figure text", "widget label", "output stream", "source", "doc docs/TRITON_MASKS.md"} <= where, where
-    assert {"doc of ex", "doc of ex.check_fill", "signature of ex.hint", "repr of DrafterConfig",
+    assert {"doc of ex", "doc of ex.check_mapping", "signature of ex.hint", "repr of DrafterConfig",
             "doc of gumbel_sample", "signature of gumbel_sample", "doc of mode_named", "repr of buggy"} <= where, where
     figure_text = "\n".join(piece.text for piece in seen if piece.where == "figure text")
     assert "draft_logits" in figure_text  # notebook 00's map of the moving parts: its student variant
@@ -237,17 +238,20 @@ def test_the_scan_catches_an_answer_planted_anywhere_before_an_exercise(student)
         assert any(leak.seen.notebook == name for leak in leaks), (name, kind, text)
 
 
-def test_an_answer_after_its_exercise_is_no_leak(student):
+def test_an_answer_after_the_exercises_is_no_leak_and_one_in_07_is_read_ahead(student):
     edition = _read_edition(student)
     nb = edition[EXERCISE_NOTEBOOK]
     ids = [cell.get("id") for cell in nb.cells]
-    # (a)'s answer after (a)'s first checker: past (a) itself, and no part of (b), (c) or (d)'s answers.
-    nb.cells.insert(ids.index("a-check-1") + 1, nbformat.v4.new_markdown_cell("idx_mapping[n:] = -1"))
+    # (a)'s answer in 03, after every exercise: no leak.
+    edition["03_the_fix.ipynb"].cells.insert(1, nbformat.v4.new_markdown_cell("idx_mapping[n:] = -1"))
     assert not find_leaks(edition)
-    # The same line inside (a)'s own task is a leak.
+    # The same line inside (a)'s own task is a leak of its task; past (a)'s checker, a learner reading
+    # ahead meets it before solving (a).
     task = ids.index(exercise("a").task_cell)
     nb.cells.insert(task + 1, nbformat.v4.new_markdown_cell("idx_mapping[num_reqs:] = -1"))
     assert [leak for leak in find_leaks(edition) if leak.exercise == "a" and leak.in_task]
+    nb.cells.insert(ids.index("a-check-1") + 2, nbformat.v4.new_markdown_cell("idx_mapping[n:] = -1"))
+    assert [leak for leak in find_leaks(edition) if leak.exercise == "a" and not leak.in_task]
 
 
 def test_after_the_exercises_the_student_edition_shows_the_prs_fix_beside_the_learners(student):
@@ -411,6 +415,26 @@ def test_the_learners_file_browser_shows_what_a_learner_opens_and_nothing_else(l
     for doc in LEARNER_DOCS:  # a doc in the learner's folder is one the path may open at any time
         found = {x: answers_in(DOCS[doc], x, in_task=True) for x in letters()}
         assert not any(found.values()), (doc, found)
+
+
+def test_every_doc_a_student_notebook_names_opens_from_the_learners_folder_when_met(learner, executed):
+    """Up to 07 a notebook, or a checker's output, names only docs the folder holds from the start; after
+    07, also the docs the capstone brings, linked where they arrive."""
+    after = STUDENT_PATH[STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1:]
+    named_after = set()
+    for name, nb in {**_read_edition(learner.root), **executed}.items():
+        for index, cell in enumerate(nb.cells):
+            for piece in seen_in_cell(cell, name, index):
+                for doc in docs_named(piece.text):
+                    if name in after:
+                        named_after.add(doc)
+                        assert doc in LEARNER_DOCS + DOCS_AFTER_THE_EXERCISES, (piece.place(), doc)
+                    else:
+                        assert doc in LEARNER_DOCS and (learner.root / "docs" / doc).is_file(), (piece.place(), doc)
+        markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        for doc in re.findall(r"\]\((docs/[^)]+)\)", markdown):
+            assert doc.removeprefix("docs/") in LEARNER_DOCS + DOCS_AFTER_THE_EXERCISES, (name, doc)
+    assert named_after & set(DOCS_AFTER_THE_EXERCISES), "no notebook after 07 names a doc: this test checks little"
 
 
 def test_a_learner_keeps_their_work_when_the_folder_is_built_again(learner, tmp_path):

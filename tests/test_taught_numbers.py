@@ -159,7 +159,7 @@ def test_the_readmes_ablation_sentence_is_a_fresh_runs():
     spoiler = spoilers(DOCS["README.md"].read_text())[0]
     result = numbers.ablation_run()
     assert blocks.rendered_in(spoiler, "run:ablations") == numbers.wrap(numbers.render_ablations(result))
-    assert result.modes["dflash-buggy"].corrupted > 0 and result.modes["graph-fill-only"].refused
+    assert result.modes["dflash-buggy"].corrupted > 0 and result.modes["graph-host-only"].refused
 
 
 def test_the_repro_record_holds_what_the_bench_gives_now():

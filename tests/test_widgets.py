@@ -16,8 +16,9 @@ from labkit.bench.runs import engine_run, timeline_source
 from labkit.bench.scenario import LONG_SCHEDULE, TIMELINE
 from labkit.config import DrafterConfig, FixSwitches
 from labkit.viz import mapping_plots
+from labkit.viz.fix_explorer import FixExplorer
 from labkit.viz.style import caption_of
-from labkit.viz.widgets import Explorer, explorer_figure, explorer_state
+from labkit.viz.widgets import Explorer, ExplorerView, explorer_figure, explorer_state
 
 IN_ORDER = backends.backend() != "triton"
 
@@ -65,21 +66,21 @@ def test_state_before_and_after_the_fix(source):
     assert not after.collisions and "no live request's q was overwritten" in after.caption
     assert after.grid.values[3, 7] == -1 and after.grid.kinds[3, 7] == mapping_plots.PAD_EMPTY
     assert not (after.grid.kinds == mapping_plots.PAD_COLLIDES).any()
-    mask_only = explorer_state(3, _fix(fill_padding=False), source=source)
+    mask_only = explorer_state(3, _fix(host=False), source=source)
     assert _overwrites(mask_only)  # stale slots are >= 0: the mask lets them through
     if IN_ORDER:
         assert mask_only.collisions == before.collisions
 
 
 def test_fill_without_mask_is_a_refusal_not_a_crash(source):
-    view = explorer_state(3, _fix(mask_kernel=False), source=source)
+    view = explorer_state(3, _fix(kernel=False), source=source)
     assert view.error and "mask" in view.error and view.num_launches == 0
     fig = explorer_figure(view)
     assert isinstance(fig, Figure) and "refused" in fig.axes[0].texts[0].get_text() and caption_of(fig)
 
 
 def test_dflash_pad_toggle(source):
-    zero = explorer_state(3, _fix("dflash", dflash_pad=0), source=source)
+    zero = explorer_state(3, _fix("dflash", dflash=False), source=source)
     minus = explorer_state(3, _fix("dflash"), source=source)
     assert _overwrites(zero) and (zero.grid.values[3, 14:16] == 0).all()  # padded sample rows point at slot 0
     if IN_ORDER:
@@ -89,7 +90,7 @@ def test_dflash_pad_toggle(source):
 
 def test_slider_and_toggles_redraw_with_different_data(source):
     pytest.importorskip("ipywidgets")
-    ex = Explorer(source, step=2)
+    ex = FixExplorer(source, step=2)
     assert ex.state.step == 2 and ex.redraws == 1
     png, caption, launch = ex.image.value, ex.caption.value, ex.state.launch
     ex.step.value = 7
@@ -126,4 +127,55 @@ def test_engine_runs_are_cached_per_setting():
     a = engine_run(DrafterConfig().before_fix().canonical(), prompts=3)
     assert engine_run(DrafterConfig().before_fix().canonical(), prompts=3) is a
     assert a.launches and len(a.launches) == len(a.steps)
-    assert engine_run(DrafterConfig(fix=FixSwitches(mask_kernel=False)), prompts=3).error  # refused, also cached
+    assert engine_run(DrafterConfig(fix=FixSwitches(kernel=False)), prompts=3).error  # refused, also cached
+
+
+def test_the_explorer_before_the_fix_has_no_switch_for_it(source):
+    pytest.importorskip("ipywidgets")
+    ex = Explorer(source)
+    labels = [getattr(c, "description", "") for row in ex.widget.children[:-2] for c in row.children]
+    assert labels == ["step", "drafter"] and not hasattr(ex, "fill")
+    ex.drafter.value = "dflash"
+    assert ex.state.launch.samples_per_req == 2 and ex.config().fix == BEFORE.fix  # only the drafter moved
+
+
+def test_a_drafter_chosen_while_a_view_is_drawn_is_the_one_drawn_next(source, monkeypatch):
+    """The drop-down never shows one drafter while the view draws another: a choice that arrives while a
+    view is being drawn (a quick second click) is drawn as soon as that view is done."""
+    pytest.importorskip("ipywidgets")
+    from labkit.viz import widgets
+
+    ex = Explorer(source, step=3)
+    real, calls = widgets.explorer_state, []
+
+    def slow_state(step, config, *, source):
+        calls.append(config.drafter)
+        if len(calls) == 1:
+            ex.drafter.value = "autoregressive"  # the learner changes their mind mid-draw
+        return real(step, config, source=source)
+
+    monkeypatch.setattr(widgets, "explorer_state", slow_state)
+    ex.drafter.value = "dflash"
+    assert calls == ["dflash", "autoregressive"]
+    assert ex.drafter.value == "autoregressive" and ex.state.launch.samples_per_req == 1
+    assert ex.drawn == (ex.config(), ex.step.value)
+
+
+def test_a_view_that_cannot_be_drawn_says_so_and_leaves_the_widgets_working(source, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from labkit.viz import widgets
+
+    ex = Explorer(source, step=3)
+    real = widgets.explorer_state
+
+    def failing_for_dflash(step, config, *, source):
+        if config.drafter == "dflash":
+            raise RuntimeError("the run broke")
+        return real(step, config, source=source)
+
+    monkeypatch.setattr(widgets, "explorer_state", failing_for_dflash)
+    ex.drafter.value = "dflash"
+    assert isinstance(ex.state, ExplorerView) and ex.state.error and "the run broke" in ex.caption.value
+    assert "dflash" in ex.caption.value  # the caption names the drafter the drop-down shows
+    ex.drafter.value = "autoregressive"
+    assert ex.state.error is None and ex.state.launch.samples_per_req == 1

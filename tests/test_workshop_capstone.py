@@ -2,14 +2,14 @@
 
 The claims of its table are computed here from the engine itself: with the learner's pieces
 right, every response equals the eager run's; with the kit's fill left out (the learner's fill
-untouched), the engine does exactly what the kit's "graph-mask-only" mode does.
+untouched), the engine does exactly what the kit's "graph-kernel-only" mode does.
 """
 
 from __future__ import annotations
 
 import pytest
 from matplotlib.figure import Figure
-from test_workshop_dflash import dflash_right
+from test_workshop_dflash import dflash_pad_zero, dflash_right
 from test_workshop_fill import fill_nothing, fill_right, fill_zero
 from test_workshop_kernel import kernel_early_exit
 from test_workshop_kernel_torch import rows_skip_padded
@@ -49,6 +49,23 @@ def test_the_capstone_with_right_pieces_reproduces_the_table_and_maps_your_launc
     assert isinstance(result.ownership_map(), Figure)
 
 
+def test_a_passed_capstone_brings_the_docs_that_explain_the_fix_into_a_learners_folder(tmp_path, monkeypatch):
+    from labkit.workshop.editions.student import DOCS_AFTER_THE_EXERCISES, build_learner_folder
+
+    folder = build_learner_folder(tmp_path / "student").root
+    monkeypatch.chdir(folder)  # where a learner's kernel runs
+    pieces = {"copy_idx_mapping": fill_right, "gumbel_rows": rows_skip_padded, "build_sample_mapping": dflash_right}
+    failed = run_capstone({**pieces, "build_sample_mapping": dflash_pad_zero}, prompts=2)
+    assert not failed.solved and not any((folder / "docs" / doc).exists() for doc in DOCS_AFTER_THE_EXERCISES)
+    result = run_capstone(pieces, prompts=2, drafters=("autoregressive",))
+    assert result.solved
+    for doc in DOCS_AFTER_THE_EXERCISES:
+        assert (folder / "docs" / doc).is_file() and f"docs/{doc}" in result.message
+    assert "are now in your folder" in result.message
+    again = build_learner_folder(folder)  # a rebuild keeps them and counts them as the folder's own
+    assert again.others == () and (folder / "docs" / DOCS_AFTER_THE_EXERCISES[0]).is_file()
+
+
 def test_the_capstone_waits_for_the_checkers():
     result = ex.capstone({"copy_idx_mapping": fill_zero, "gumbel_rows": rows_skip_padded,
                           "build_sample_mapping": dflash_right}, prompts=2)
@@ -59,13 +76,13 @@ def test_the_capstone_waits_for_the_checkers():
 
 def test_your_untouched_fill_does_what_the_kits_mask_only_mode_does():
     prompts = 10
-    result = run_capstone(fill=fill_nothing, kernel=rows_skip_padded, sample_mapping=dflash_right, prompts=prompts,
-                          drafters=("autoregressive",), check_first=False)
+    result = run_capstone(copy_idx_mapping=fill_nothing, kernel=rows_skip_padded, sample_mapping=dflash_right,
+                          prompts=prompts, drafters=("autoregressive",), check_first=False)
     cfg = BenchConfig(prompts=prompts)
     models = load_toy_models("cpu")
     with backends.using_backend("torch"):
         eager, mask_only = (Engine(models, mode_named(mode).config.at_shapes_of(cfg.shapes)).generate(
-            bench_requests(cfg, models.tokenizer)).outputs for mode in ("eager", "graph-mask-only"))
+            bench_requests(cfg, models.tokenizer)).outputs for mode in ("eager", "graph-kernel-only"))
     same = sum(mask_only[rid] == eager[rid] for rid in eager)
     yours = _your_rows(result)["autoregressive"]
     assert yours.identical == same < prompts  # stale slots corrupt, as in the kit's mode
@@ -75,7 +92,7 @@ def test_your_untouched_fill_does_what_the_kits_mask_only_mode_does():
 
 @pytest.mark.skipif(not KERNELS_RUN, reason="Triton kernels cannot run here")
 def test_the_capstone_runs_a_triton_kernel():
-    result = run_capstone(fill=fill_right, kernel=kernel_early_exit, sample_mapping=dflash_right, prompts=3,
+    result = run_capstone(copy_idx_mapping=fill_right, kernel=kernel_early_exit, sample_mapping=dflash_right, prompts=3,
                           check_first=False)
     assert result.solved, repr(result)
     assert "your Triton kernel ran" in repr(result)
@@ -84,6 +101,7 @@ def test_the_capstone_runs_a_triton_kernel():
 
 def test_bad_arguments_are_refused_in_words():
     with pytest.raises(LabkitInputError, match="prompts must be at least 1"):
-        run_capstone(fill=fill_right, kernel=rows_skip_padded, sample_mapping=dflash_right, prompts=0)
+        run_capstone(copy_idx_mapping=fill_right, kernel=rows_skip_padded, sample_mapping=dflash_right, prompts=0)
     with pytest.raises(LabkitInputError, match="drafters must be some of"):
-        run_capstone(fill=fill_right, kernel=rows_skip_padded, sample_mapping=dflash_right, drafters=("eagle",))
+        run_capstone(copy_idx_mapping=fill_right, kernel=rows_skip_padded, sample_mapping=dflash_right,
+                     drafters=("eagle",))

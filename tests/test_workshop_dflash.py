@@ -65,6 +65,12 @@ def dflash_repeat(idx_mapping, num_reqs, k, sample_idx_mapping):
     sample_idx_mapping[live:] = -1
 
 
+def dflash_repeat_the_last_live_slot(idx_mapping, num_reqs, k, sample_idx_mapping):
+    live = num_reqs * k
+    sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
+    sample_idx_mapping[live:] = idx_mapping[num_reqs - 1]
+
+
 def dflash_pad_one_request(idx_mapping, num_reqs, k, sample_idx_mapping):
     live = num_reqs * k
     sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
@@ -93,6 +99,10 @@ def dflash_wrong_length(idx_mapping, num_reqs, k, sample_idx_mapping):
                      "into draft_logits[7, 0] and [7, 1]: the q of live row 6"]),
     (dflash_repeat, ["At step 0", "Sample row 1 is draft step 1 of live row 0, whose request holds slot 0, "
                      "but it maps to 1"]),
+    # The learner's code writes slot 7 into the padded rows that held 7 already: the cause is the code.
+    (dflash_repeat_the_last_live_slot, ["At step 1", "padded sample rows 14 and 15 hold slot 7, which your "
+                                        "`dflash_repeat_the_last_live_slot` wrote there this step",
+                                        "the q of live row 6"]),
     (dflash_pad_one_request, ["At step 2", "padded sample rows 12 and 13 still hold slot 7", "the q of live row 4"]),
     (dflash_pad_past_the_slots, ["Sample row 14 holds 8, which is no slot at all"]),
     (dflash_new_tensor, ["did not change at all", "returned a tensor"]),
@@ -100,6 +110,11 @@ def dflash_wrong_length(idx_mapping, num_reqs, k, sample_idx_mapping):
 ])
 def test_wrong_pads_are_rejected_with_a_true_reason(learner, fragments):
     assert_rejected(ex.check_dflash(learner), *fragments)
+
+
+def test_a_pad_of_the_last_live_slot_is_blamed_on_the_code_that_wrote_it_not_on_an_earlier_step():
+    result = ex.check_dflash(dflash_repeat_the_last_live_slot)
+    assert "from an earlier step" not in result.message and "wrote there this step" in result.message
 
 
 def test_the_untouched_exercise_first_names_the_symptom_not_the_fix():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,7 +16,7 @@ import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
 from labkit.workshop import checkers as ex
 from labkit.workshop.checkers import tl, triton
-from labkit.workshop.feedback import CheckResult, Shown, never_raises
+from labkit.workshop.feedback import CheckResult, Shown, never_raises, verdict_html
 
 needs_interpreter = pytest.mark.skipif(not backends.KERNELS_INTERPRETED, reason="the access log needs the interpreter")
 
@@ -51,12 +53,23 @@ class _Part(Shown):
 
 def test_a_result_shows_what_it_carries_below_its_verdict():
     plain = CheckResult("b", False, "Exercise (b) not solved yet: <row 7>.", notes=["(a note)"])
-    assert plain._repr_html_() is None  # nothing to show below: the notebook shows the text
     assert repr(plain) == "Exercise (b) not solved yet: <row 7>.\n(a note)"
+    assert plain._repr_html_() == verdict_html(repr(plain), solved=False)  # nothing below the verdict
     shown = CheckResult("b", False, "Exercise (b) not solved yet: <row 7>.", launch=_Part(), reveal=_Part())
-    assert shown._repr_html_() == ('<div style="white-space:pre-wrap">Exercise (b) not solved yet: &lt;row 7&gt;.'
-                                   "</div><p>part</p><p>part</p>")
+    assert shown._repr_html_() == verdict_html("Exercise (b) not solved yet: <row 7>.", False) + "<p>part</p>" * 2
     assert repr(shown) == "Exercise (b) not solved yet: <row 7>.\n\npart as text\n\npart as text"
+
+
+def test_a_verdict_shows_as_html_that_wraps_by_word_with_its_code_as_code():
+    """JupyterLab may break plain-text output inside a word ("a fter"); the HTML wraps at spaces only."""
+    text = "Exercise (a) not solved yet: after your `copy_idx_mapping` the rejection sampler verifies <q>.\nNext line."
+    page = verdict_html(text, solved=False)
+    style = re.search(r'style="([^"]*)"', page).group(1)
+    assert "word-break:normal" in style and "white-space:pre-wrap" in style  # spaces wrap, words stay whole
+    assert "<code>copy_idx_mapping</code>" in page and "&lt;q&gt;" in page and "\nNext line" in page
+    assert verdict_html(text, True) != page  # solved and not solved look different
+    body = re.sub(r"<[^>]+>", "", page)
+    assert html.unescape(body) == text.replace("`", "")  # the words themselves are unchanged
 
 
 def test_a_fault_inside_a_checker_is_reported_not_raised():

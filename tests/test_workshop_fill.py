@@ -57,17 +57,17 @@ def fill_minus_two(idx_mapping, slots):
 @pytest.mark.parametrize("learner", [fill_right, fill_first_then_copy, fill_up_to_the_graph, fill_with_a_loop,
                                      fill_with_where])
 def test_every_right_fill_is_accepted(learner):
-    result = ex.check_fill(learner)
+    result = ex.check_mapping(learner)
     assert_solved(result)
     assert result.warnings == []
 
 
 def test_a_namespace_is_searched_for_the_function():
-    assert_solved(ex.check_fill({"copy_idx_mapping": fill_right}))
+    assert_solved(ex.check_mapping({"copy_idx_mapping": fill_right}))
 
 
 def test_a_negative_value_other_than_minus_one_is_accepted_with_a_warning():
-    result = ex.check_fill(fill_minus_two)
+    result = ex.check_mapping(fill_minus_two)
     assert_solved(result)
     assert len(result.warnings) == 1 and "-2" in result.warnings[0] and "-1" in result.warnings[0]
     assert "mask" not in result.warnings[0] and "skip" not in result.warnings[0]  # (b) comes after (a)
@@ -158,11 +158,11 @@ def fill_with_a_free_slot(idx_mapping, slots):
                              "no live request owns this step"]),
 ])
 def test_wrong_fills_are_rejected_with_a_true_reason(learner, fragments):
-    assert_rejected(ex.check_fill(learner), *fragments)
+    assert_rejected(ex.check_mapping(learner), *fragments)
 
 
 def test_the_untouched_exercise_first_names_the_symptom_not_the_fix():
-    result = ex.check_fill(fill_nothing)
+    result = ex.check_mapping(fill_nothing)
     assert_rejected(result, "At step 1 of the timeline", "padded row 7 still holds slot 7",
                     "draft_logits[7, 0 and 1]: the q of live row 6")
     assert "-1" not in result.message  # the fix appears only in the last hint
@@ -183,9 +183,9 @@ def test_the_claims_of_the_message_are_what_the_speculator_did():
 
 
 def test_missing_or_odd_names_are_not_solved_yet_and_do_not_raise():
-    assert_rejected(ex.check_fill({}), "`copy_idx_mapping` is not defined yet")
-    assert_rejected(ex.check_fill(None), "not defined yet")
-    assert_rejected(ex.check_fill({"copy_idx_mapping": 3}), "should be a function")
+    assert_rejected(ex.check_mapping({}), "`copy_idx_mapping` is not defined yet")
+    assert_rejected(ex.check_mapping(None), "not defined yet")
+    assert_rejected(ex.check_mapping({"copy_idx_mapping": 3}), "should be a function")
 
 
 def fill_shifted(idx_mapping, slots):  # a live row ends up with a negative slot
@@ -197,21 +197,21 @@ def fill_shifted(idx_mapping, slots):  # a live row ends up with a negative slot
                                      fill_new_tensor, make_fill_only_when_shrinking()])
 def test_failure_texts_do_not_name_the_fill(learner):
     """Until (a) is solved its verdict shows the symptom only (learners who wrote -1 themselves see theirs)."""
-    result = ex.check_fill({"copy_idx_mapping": learner})
+    result = ex.check_mapping({"copy_idx_mapping": learner})
     assert_rejected(result)
     assert "-1" not in repr(result) and "fill" not in repr(result).lower()
-    assert result.reveal is None and result._repr_html_() is None
+    assert result.reveal is None and result.launch is None
 
 
 def test_a_negative_live_slot_is_explained_without_exercise_bs_answer():
-    result = ex.check_fill(fill_shifted)
+    result = ex.check_mapping(fill_shifted)
     assert_rejected(result, "Row 0 is a live row", "the kernel took it for a padded row")
     assert "mask" not in result.message
 
 
 def test_a_solved_fill_shows_the_prs_fix_beside_your_fill_and_keeps_it():
     kept = answers_folder()  # this test's own folder: workshop_helpers.kept_answers
-    result = ex.check_fill({"copy_idx_mapping": fill_first_then_copy})
+    result = ex.check_mapping({"copy_idx_mapping": fill_first_then_copy})
     assert_solved(result)
     shown = repr(result)
     assert "Speculator.copy_idx_mapping" in shown and "self.idx_mapping[num_reqs:].fill_(-1)" in shown

@@ -43,7 +43,7 @@ def dflash_six_rows(idx_mapping, num_reqs, k, sample_idx_mapping):
 
 
 def test_a_partial_fill_is_rejected():
-    assert_rejected(ex.check_fill(fill_three_rows), "padded row")
+    assert_rejected(ex.check_mapping(fill_three_rows), "padded row")
 
 
 def test_a_partial_dflash_pad_is_rejected():
@@ -57,7 +57,7 @@ def fill_first_live_slot(idx_mapping, slots):
 
 
 def test_a_slot_written_this_step_is_named_as_the_learners_own_write():
-    result = ex.check_fill(fill_first_live_slot)
+    result = ex.check_mapping(fill_first_live_slot)
     assert_rejected(result, "which your `fill_first_live_slot` wrote there this step")
     assert "from an earlier step" not in result.message
 
@@ -72,10 +72,10 @@ def fill_rebinding(idx_mapping, slots):
 
 
 def test_a_missing_copy_is_named_as_such_and_a_rebinding_as_such():
-    missing = ex.check_fill(fill_without_the_copy)
+    missing = ex.check_mapping(fill_without_the_copy)
     assert_rejected(missing, "must copy this step's batch into idx_mapping")
     assert "assign" not in missing.message
-    rebinding = ex.check_fill(fill_rebinding)
+    rebinding = ex.check_mapping(fill_rebinding)
     assert_rejected(rebinding, "It assigns a new value to the argument's name (`idx_mapping`)")
 
 
@@ -100,11 +100,11 @@ def test_a_checker_on_the_starting_code_says_not_attempted_and_shows_nothing(tmp
     monkeypatch.syspath_prepend(str(tmp_path))
     import skeleton_a
 
-    result = ex.check_fill({"copy_idx_mapping": skeleton_a.copy_idx_mapping})
+    result = ex.check_mapping({"copy_idx_mapping": skeleton_a.copy_idx_mapping})
     assert_rejected(result, "not attempted yet")
     assert result.launch is None and result.reveal is None and "-1" not in result.message
     # One changed line is an attempt, judged as such.
-    assert "not attempted" not in ex.check_fill(fill_three_rows).message
+    assert "not attempted" not in ex.check_mapping(fill_three_rows).message
 
 
 if KERNELS_RUN:
@@ -142,7 +142,7 @@ def test_right_fills_still_pass_the_longer_timeline():
         idx_mapping[:slots.numel()] = slots
         idx_mapping[slots.numel():] = -1
 
-    assert_solved(ex.check_fill(fill_right))
+    assert_solved(ex.check_mapping(fill_right))
 
 
 def test_the_starting_code_the_checkers_know_is_notebook_07s_skeletons():

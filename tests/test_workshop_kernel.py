@@ -366,6 +366,28 @@ def kernel_q_unscaled(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_p
 
 
 @triton.jit
+def kernel_clamp_to_zero(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                         vocab_size, salt, BLOCK_V: tl.constexpr):
+    # In bounds, but a padded row now reads and stores as slot 0: live slot 0's q is overwritten.
+    row = tl.program_id(0)
+    slot = tl.maximum(tl.load(mapping_ptr + row), 0)
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot)
+    seed = tl.load(seeds_ptr + slot)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab)
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
 def kernel_typo(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
                 vocab_size, salt, BLOCK_V: tl.constexpr):
     row = tl.program_id(0)
@@ -387,6 +409,11 @@ _BY_BACKEND = {
     "store_mask_only": {
         "interpreter": ["Launch 1", "padded row 7 (slot -1) read temperature[-1] and seeds[-1]"],
         "compiled": ["Launch 1", "padded row 7 (slot -1) read temperature[-1] or seeds[-1]", "Seen by effect"]},
+    # Compiled, which of two stores into slot 0 lands last is a race: the padded row's, or the live row's.
+    "clamp_to_zero": {
+        "interpreter": ["Launch 1", "live row 0's q (draft_logits[0]) holds padded row 7's logits",
+                        "padded row 7 (slot -1) stored into draft_logits[0]"],
+        "compiled": ["padded row 7"]},
     "early_exit_inverted": {
         "interpreter": ["padded row 7 (slot -1) read temperature[-1] and stored into draft_logits[-1]"],
         "compiled": ["padded row 7 (slot -1) stored into draft_logits[-1]"]},
@@ -402,6 +429,7 @@ _KERNEL_RUNS = "interpreter" if backends.KERNELS_INTERPRETED else "compiled"
     (kernel_store_without_in_vocab, ["Launch 1 (idx_mapping [0, 1, 2, 4, 5, 6, 7, -1]): a store went past the "
                                      "end of draft_logits (into row 8)", "32 lanes"]),
     (kernel_early_exit_inverted, _BY_BACKEND["early_exit_inverted"][_KERNEL_RUNS]),
+    (kernel_clamp_to_zero, _BY_BACKEND["clamp_to_zero"][_KERNEL_RUNS]),
     (kernel_q_unscaled, ["live row 0's q (draft_logits[0]) differs from its logits divided by its temperature"]),
     (kernel_typo, ["raised NameError at line 7 of `kernel_typo`", "is_vaild"]),
     (kernel_without_jit, ["plain Python function", "@triton.jit"]),
@@ -476,7 +504,7 @@ def test_the_drawn_launch_shows_what_the_rows_did_not_what_the_mapping_says():
 def test_a_failed_check_shows_its_launch_in_a_notebook_and_as_text():
     result = ex.check_kernel(kernel_unmasked)
     page = result._repr_html_()
-    assert page.startswith('<div style="white-space:pre-wrap">Exercise (b) not solved yet: Launch 1')
+    assert page.startswith('<div class="labkit-verdict"') and ">Exercise (b) not solved yet: Launch 1" in page
     assert '<img src="data:image/png;base64,' in page
     assert "Who stored into each slot of q" in repr(result) and "row 7 (slot -1) stored into" in repr(result)
     assert result.reveal is None  # the fix is shown once solved, or when the instructor asks
@@ -486,7 +514,7 @@ def test_a_failed_check_shows_its_launch_in_a_notebook_and_as_text():
 def test_a_kernel_that_raises_has_no_launch_to_draw():
     result = ex.check_kernel(kernel_typo)
     assert_rejected(result, "raised NameError")
-    assert result.launch is None and result.figure is None and result._repr_html_() is None
+    assert result.launch is None and result.figure is None and '<table' not in result._repr_html_()
 
 
 @needs_kernels

@@ -143,6 +143,22 @@ def rows_forgets_tokens(logits, idx_mapping, temperature, seeds, positions, q, s
             q[slot] = logits[row] / temp if temp != 0.0 else logits[row]
 
 
+def rows_clamp_to_zero(logits, idx_mapping, temperature, seeds, positions, q, salt):
+    # In bounds, but a padded row reads and stores as slot 0.
+    tokens = torch.zeros(logits.shape[0], dtype=torch.int64)
+    vocab_index = torch.arange(logits.shape[1])
+    for row in range(logits.shape[0]):
+        slot = max(int(idx_mapping[row]), 0)
+        temp = float(temperature[slot])
+        scaled = logits[row] / temp if temp != 0.0 else logits[row]
+        q[slot] = scaled
+        scores = scaled
+        if temp != 0.0:
+            scores = scaled + gumbel_torch(row_key_torch(seeds[slot], positions[row], salt), vocab_index)
+        tokens[row] = scores.argmax()
+    return tokens
+
+
 def rows_python_wraparound(logits, idx_mapping, temperature, seeds, positions, q, salt):
     # Index -1 "as Python would": the last slot. The padded row then stores into live slot 7's q.
     slots = idx_mapping.long() % len(temperature)
@@ -160,7 +176,9 @@ def rows_python_wraparound(logits, idx_mapping, temperature, seeds, positions, q
     (rows_store_guard_only, ["padded row 7 (slot -1) read temperature[-1]"]),
     (rows_slot_above_zero, ["live row 0 holds slot 0, but nothing was stored into draft_logits[0]"]),
     (rows_forgets_tokens, ["live row 0 (slot 0) wrote no token"]),
-    (rows_python_wraparound, ["live row 6's q (draft_logits[7]) differs from its logits"]),
+    (rows_python_wraparound, ["live row 6's q (draft_logits[7]) holds padded row 7's logits"]),
+    (rows_clamp_to_zero, ["live row 0's q (draft_logits[0]) holds padded row 7's logits",
+                          "padded row 7 (slot -1) stored into draft_logits[0] after live row 0 did"]),
 ])
 def test_wrong_functions_are_rejected_with_a_true_reason(learner, fragments):
     assert_rejected(ex.check_kernel(learner), *fragments)

@@ -43,7 +43,7 @@ def test_the_instructor_reveals_a_fix_nobody_has_checked_yet():
 
 
 def test_reveal_shows_the_last_checked_code_even_unsolved():
-    assert not ex.check_fill({"copy_idx_mapping": fill_nothing})
+    assert not ex.check_mapping({"copy_idx_mapping": fill_nothing})
     shown = ex.reveal("(a)")
     assert shown.yours.verdict == "not solved yet"
     assert "Your copy_idx_mapping (last checked: not solved yet):" in repr(shown)
@@ -53,8 +53,8 @@ def test_reveal_shows_the_last_checked_code_even_unsolved():
 
 
 def test_the_last_check_is_what_is_shown():
-    ex.check_fill({"copy_idx_mapping": fill_nothing})
-    ex.check_fill({"copy_idx_mapping": fill_right})
+    ex.check_mapping({"copy_idx_mapping": fill_nothing})
+    ex.check_mapping({"copy_idx_mapping": fill_right})
     assert ex.reveal("a").yours.verdict == "solved" and "def fill_right(" in repr(ex.reveal("a"))
 
 
@@ -112,7 +112,7 @@ def test_a_folder_that_cannot_be_written_costs_a_note_not_the_check(tmp_path, mo
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("LABKIT_ANSWERS", str(blocker / "my_answers"))
-    result = ex.check_fill(fill_right)
+    result = ex.check_mapping(fill_right)
     assert result.solved and result.reveal is not None  # the fix is still shown, from memory
     assert len(result.notes) == 1 and "not saved" in result.notes[0] and "notebook 03" in result.notes[0]
     assert "\n" not in result.notes[0]
@@ -123,7 +123,7 @@ def test_a_source_that_cannot_be_read_is_said_so():
     namespace: dict = {}
     exec("def copy_idx_mapping(idx_mapping, slots):\n    idx_mapping[:len(slots)] = slots\n"
          "    idx_mapping[len(slots):] = -1\n", namespace)  # no file, no cell: inspect cannot find it
-    result = ex.check_fill(namespace)
+    result = ex.check_mapping(namespace)
     assert result.solved
     assert "could not be read" in result.reveal.your_text()
 
@@ -182,7 +182,7 @@ def test_each_fix_excerpt_is_whole_functions_numbered_as_in_their_files(exercise
 def test_outside_ipython_nothing_is_kept_unless_asked(tmp_path, monkeypatch):
     monkeypatch.delenv("LABKIT_ANSWERS")
     monkeypatch.chdir(tmp_path)
-    assert ex.check_fill(fill_right).solved
+    assert ex.check_mapping(fill_right).solved
     assert list(tmp_path.iterdir()) == []  # a script or a test run leaves no files behind
 
 
@@ -192,22 +192,22 @@ def test_in_a_notebook_answers_go_to_my_answers_beside_it(tmp_path, monkeypatch)
     monkeypatch.delenv("LABKIT_ANSWERS")
     monkeypatch.chdir(tmp_path)  # a kernel runs in its notebook's folder
     monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: object()))
-    ex.check_fill(fill_right)
+    ex.check_mapping(fill_right)
     assert (tmp_path / "my_answers" / "a.py").read_text().startswith("# labkit answer: exercise=a")
     assert ex.compare("a").yours.name == "fill_right"
 
 
-def test_every_reveal_names_where_its_part_lives_in_vllm_and_links_the_map():
+def test_every_reveal_names_where_its_part_lives_in_vllm_and_no_doc_that_explains_the_rest():
+    """A reveal comes after one exercise; docs/VLLM_MAP.md, which names the file of every part, reaches the
+    learner's folder once all of them are done (the capstone), so a reveal names the file, not the doc."""
     from pathlib import Path
 
-    from labkit.workshop.exercises.reveal import MAP_DOC, reveal
+    from labkit.workshop.exercises.reveal import reveal
 
-    repo = Path(__file__).resolve().parents[1]
-    assert (repo / MAP_DOC).is_file()
+    vllm_map = (Path(__file__).resolve().parents[1] / "docs" / "VLLM_MAP.md").read_text()
     for x in EXERCISES:
         shown = reveal(x.letter)
-        assert x.upstream in shown.text() and MAP_DOC in shown.html()
+        assert x.upstream in shown.text() and "docs/" not in shown.text() + shown.html()
         where = x.upstream.split(" in ")[-1].split(",")[0]
         if where.startswith("vllm/"):
-            assert where in (repo / MAP_DOC).read_text() or where.removeprefix("vllm/v1/worker/gpu/") in (
-                repo / MAP_DOC).read_text()
+            assert where in vllm_map or where.removeprefix("vllm/v1/worker/gpu/") in vllm_map

@@ -31,8 +31,8 @@ LEGEND = {
     "corrupted": "responses that differ from that eager run in at least one token. The seeds fix every "
                  "random choice and a toy model's row does not depend on the batch size, so only the "
                  "stale-slot bug (a padded row's q stored over a live request's q) can change a token.",
-    "refused": "the mode fills padded rows with -1 but its kernel lacks the `slot >= 0` mask: the kit stops "
-               "before a launch that would read and write out of bounds, so there are no responses to count.",
+    "refused": "the mode has the PR's host part without its kernel part: the kit stops before a launch "
+               "that would read and write out of bounds, so there are no responses to count.",
 }
 
 # Which code produced the numbers, and how to run the Triton source: the footer and the JSON say both.

@@ -85,6 +85,14 @@ def apply(torch_module=None) -> None:
         _applied["gpu_share"] = share
 
 
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
@@ -93,12 +101,14 @@ def describe() -> dict:
     """The entries ``labkit.describe()`` adds: what this kernel is held to, and by whom."""
     share = gpu_share()
     limit = memory_limit()
-    if share is None:
-        gpu = "whole GPU (no share set)"
-    elif _applied.get("gpu_share") == share:
+    if share is not None and _applied.get("gpu_share") == share:
         gpu = f"{share:.3f} of each GPU's memory ({GPU_SHARE_ENV}, applied)"
+    elif not _has_cuda():
+        gpu = "no GPU" + (f" ({GPU_SHARE_ENV}={share:.3f} holds nothing here)" if share is not None else "")
+    elif share is None:
+        gpu = "whole GPU (no share set)"
     else:
-        gpu = f"{share:.3f} ({GPU_SHARE_ENV}; no CUDA device here, nothing to hold)"
+        gpu = f"{share:.3f} ({GPU_SHARE_ENV}; not applied in this process yet)"
     per_process = process_memory_limit()
     if limit and per_process:
         memory = (f"{_gib(limit)} for all of this learner's processes ({MEMORY_LIMIT_ENV}), "

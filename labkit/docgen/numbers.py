@@ -18,6 +18,9 @@ between ``<!-- KIND:NAME -->`` markers, and ``tests/test_taught_numbers.py`` kee
     const:gpu-default   notebook 08: the compiled kernel's default launch
     const:block-map     docs/VLLM_MAP.md: the block on each backend, the grid's row cap
 
+The case book's blocks (``cpu:family-N``, ``gpu:family``, ``const:family-...``) are
+:mod:`labkit.docgen.family_blocks`'.
+
 GPU numbers come from ``labkit/data/gpu/h200.json`` (read through :mod:`labkit.viz.gpu_records`),
 CPU times from ``labkit/data/cpu/command_times.json`` (written by ``make bench-cpu``). Ranges are
 the record's minimum and maximum over the stated shapes, rounded as printed; each block names the
@@ -425,12 +428,13 @@ def render_ablations(result) -> str:
     def of(mode: str) -> str:
         return f"{m[mode].corrupted} of {m[mode].responses}"
 
-    same = m["graph-mask-only"].corrupted == m["graph-buggy"].corrupted
-    mask_only = (f"`graph-mask-only` corrupts exactly as much as `graph-buggy` ({of('graph-buggy')} at seed 0: stale "
+    same = m["graph-kernel-only"].corrupted == m["graph-buggy"].corrupted
+    mask_only = (f"`graph-kernel-only` corrupts exactly as much as `graph-buggy` ({of('graph-buggy')} at seed 0: stale "
                  "slots are >= 0, nothing is masked)" if same else
-                 f"`graph-mask-only` corrupts {of('graph-mask-only')} at seed 0 and `graph-buggy` {of('graph-buggy')}")
-    fill_only = ("`graph-fill-only` is refused before the launch with an explanation of the out-of-bounds access"
-                 if m["graph-fill-only"].refused else f"`graph-fill-only` corrupts {of('graph-fill-only')}")
+                 f"`graph-kernel-only` corrupts {of('graph-kernel-only')} at seed 0 and `graph-buggy` "
+                 f"{of('graph-buggy')}")
+    fill_only = ("`graph-host-only` is refused before the launch with an explanation of the out-of-bounds access"
+                 if m["graph-host-only"].refused else f"`graph-host-only` corrupts {of('graph-host-only')}")
     greedy = ("greedy drafting corrupts nothing" if m["greedy-graph-buggy"].corrupted == 0 else
               f"greedy drafting corrupts {of('greedy-graph-buggy')}")
     dflash = (f"DFlash's pad 0 corrupts slot 0's requests ({of('dflash-buggy')} at seed 0) while -1 "
@@ -526,7 +530,9 @@ def all_renderers() -> dict[str, Callable[[], str]]:
     marker mechanics that they use.)
     """
     from labkit.classroom import record as hub_record
+    from labkit.docgen import family_blocks
     from labkit.upstream import record as upstream_record
     from labkit.workshop.editions import agenda
 
-    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap), **upstream_record.renderers()}
+    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap), **upstream_record.renderers(),
+            **family_blocks.renderers(wrap, gpu_loader=lambda: _gpu().load_record())}

@@ -12,7 +12,8 @@ wheelhouse RECORD=1``) or after a change to a constant a sentence restates. In o
                    keeping their stored outputs
     4. blocks      again: the agendas count the words of the notebooks as saved
 
-Each step prints what it wrote. ``--check`` changes nothing and exits 1 where a block differs from
+``--execute 03 07`` executes and saves those notebooks too (after a change to what they show), ``--execute
+all`` every notebook. Each step prints what it wrote. ``--check`` changes nothing and exits 1 where a block differs from
 its rendering.
 """
 
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from labkit import paths
+from labkit.errors import LabkitInputError
 
 # The modules through which notebooks read records: every GPU record through labkit.viz.gpu_records,
 # the audit of the vLLM releases through labkit.upstream.record.
@@ -107,13 +109,29 @@ def execute(notebook: Path, timeout: int = 600) -> float:
     return time.monotonic() - start
 
 
-def refresh(notebooks: bool = True, log=print) -> None:
+def notebooks_named(names: list[str]) -> list[Path]:
+    """The notebooks of ``notebooks/`` named (``03_the_fix.ipynb``, ``03_the_fix`` or ``03``); ``all``: every one."""
+    every = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
+    if names == ["all"]:
+        return every
+    found = []
+    for name in names:
+        matches = [p for p in every if p.name == name or p.stem == name or p.name.startswith(f"{name}_")]
+        if len(matches) != 1:
+            known = ", ".join(p.stem for p in every)
+            raise LabkitInputError(f"--execute {name}: {'no' if not matches else 'more than one'} notebook of "
+                                   f"notebooks/ is called that; known: {known}, or all")
+        found.append(matches[0])
+    return found
+
+
+def refresh(notebooks: bool = True, log=print, also: list[Path] = ()) -> None:
     from labkit.viz.figures import write_all
 
     log("== blocks: " + (", ".join(render_blocks()) or "all as rendered"))
     log("== figures: " + ", ".join(str(Path(p).name) for p in write_all(paths.REPO / "figures")))
     if notebooks:
-        for notebook in record_notebooks():
+        for notebook in sorted(set(record_notebooks()) | set(also)):
             log(f"== notebook {notebook.name}: executing on the CPU ...")
             log(f"   saved in {execute(notebook):.0f} s")
     log("== blocks again: " + (", ".join(render_blocks()) or "all as rendered"))
@@ -125,6 +143,9 @@ def add_arguments(cmd) -> None:
     cmd.description = __doc__.split("\n\n")[0]
     cmd.add_argument("--check", action="store_true", help="change nothing: list the blocks that differ (exit 1)")
     cmd.add_argument("--skip-notebooks", action="store_true", help="blocks and figures only")
+    cmd.add_argument("--execute", nargs="+", metavar="NOTEBOOK", default=[],
+                     help="also execute and save these notebooks (03_the_fix, or 03; all: every notebook), "
+                          "after a change to what they show")
 
 
 def run(args) -> int:
@@ -135,5 +156,6 @@ def run(args) -> int:
             return 1
         print("every block of the docs and notebooks matches its rendering")
         return 0
-    refresh(notebooks=not args.skip_notebooks)
+    also = notebooks_named(args.execute) if args.execute else []
+    refresh(notebooks=not args.skip_notebooks, also=also)
     return 0

@@ -102,10 +102,17 @@ def _sanitizer(quick: bool) -> dict:
     return sanitizer_section()
 
 
+def _family(quick: bool) -> dict:
+    from labkit.gpu.family import family_section
+
+    return family_section(quick)
+
+
 def _upstream_audit(quick: bool) -> dict:
+    # Every release carried in build/vllm-trees/ (or LABKIT_VLLM_TREES): the box has no network.
     from labkit.upstream.record import audit_releases
 
-    return audit_releases()
+    return audit_releases(log=print)
 
 
 SECTIONS: dict[str, Section] = {s.name: s for s in [
@@ -127,6 +134,8 @@ SECTIONS: dict[str, Section] = {s.name: s for s in [
     Section("invariance", "the toy models' batch invariance on the GPU, per model and per layer", _invariance),
     Section("sanitizer", "compute-sanitizer memcheck: the fixed kernel, the fill without the mask, the stale slot",
             _sanitizer),
+    Section("family", "the case book's shared-pool and static-buffer cases under real CUDA graphs: symptoms "
+            "against eager, both audits, where the allocator put the graphs' outputs", _family),
     Section("upstream_audit", "audit-vllm compiled: vLLM's own sampling kernel of each pinned release "
             "(files carried in build/vllm-trees/ or LABKIT_VLLM_TREES)", _upstream_audit),
 ]}

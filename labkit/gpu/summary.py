@@ -145,6 +145,10 @@ def summary_lines(record: dict) -> list[str]:
         lines += [""] + _race_blocks_lines(ok["race_blocks"])
     if "sanitizer" in ok:
         lines += [""] + _sanitizer_lines(ok["sanitizer"])
+    if "family" in ok:
+        from labkit.gpu.family import summary_lines as family_lines
+
+        lines += [""] + family_lines(ok["family"])
     failed = [k for k, v in record.items() if isinstance(v, dict) and "error" in v]
     if failed:
         lines += ["", "Sections that failed (their error is in the record): " + ", ".join(failed)]

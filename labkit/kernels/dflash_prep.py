@@ -125,7 +125,7 @@ def prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mappi
     """The sample mapping and positions in torch, the kernel's semantics: live rows, then the pad.
 
     pad_value: what padded sample rows get as their slot: -1 after PR #47066, 0 before
-    (:class:`labkit.config.FixSwitches`, ``dflash_pad``)."""
+    (:class:`labkit.config.FixSwitches`, ``dflash``)."""
     live = num_reqs * k
     sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
     step = torch.arange(k, device=positions.device).repeat(num_reqs)

@@ -1,7 +1,8 @@
 """Proofs that the fix is right, one concept per module:
 
     audit             the padding-invariance audit of any step(rows) over described buffers
-    audit_report      what an audit found, in words (AuditReport, Corruption, PaddingInvarianceError)
+    lifetime          the output-lifetime audit: what a stage hands on holds until its reader reads it
+    audit_report      what an audit found, in words (AuditReport, Corruption, Overwrite, the errors)
     speculator_audit  the audit applied to the kit's speculators, by mode; hypothesis batches
     ownership         who wrote each q in one launch (OwnershipTable, trace_launch)
     stats             total variation, histograms, chi-square, convergence slopes

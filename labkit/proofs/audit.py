@@ -27,6 +27,9 @@ the mapping (which padded rows point at the slot), and if that is ambiguous, by 
 the padded step with one padded row's inputs changed and see whether the corrupted value moves.
 A record whose traced writer is the same row in both runs is reported as such: that row's own
 result changed with the row count (a model that is not batch-invariant), no stale row stored there.
+A record that no row can be named as the writer of, or that changes with the poison even unpadded,
+is probed the other way round: which input records outside the live rows move it, named as what it
+reads (``it reads hidden[5, :], which no live row owns``): a read of a stale part of a buffer.
 
 :func:`audit_step` audits any ``step(rows)`` over buffers described with :class:`Buffer` (a
 learner's own kernel, say); :mod:`labkit.proofs.speculator_audit` applies it to the kit's speculators.
@@ -79,6 +82,8 @@ class Buffer:
                 for float buffers, uniform in the range (default: normal with scale 4).
     group_dims: how many leading indices name one record in the report (default: 2 for 3-D and
                 larger tensors, as in draft_logits[slot, step, :]; else 1).
+    read_by:    for an output, who reads it after the step ("the rejection sampler"): the report
+                names it beside the record.
     """
 
     name: str
@@ -88,6 +93,7 @@ class Buffer:
     role: str = "input"
     values: tuple | None = None
     group_dims: int | None = None
+    read_by: str = ""
 
     def __post_init__(self):
         if self.indexed_by not in INDEXED_BY:
@@ -177,6 +183,10 @@ class _Plan:
         buf = self.output(name)
         return buf.location(index) if buf is not None else f"{STEP_RESULT}[{index[0]}]"
 
+    def read_by(self, name: str) -> str:
+        buf = self.output(name)
+        return buf.read_by if buf is not None else ""
+
     def label(self, row: int) -> str:
         return f"{'padded' if row >= self.writer_live_rows else 'live'} {self.writer_label(row)}"
 
@@ -212,8 +222,8 @@ def audit_step(
     snapshot = {b.name: b.tensor.clone() for b in plan.buffers}
     findings: dict[tuple, Corruption] = {}
     try:
-        references = [_audit_one_poison(plan, poison, snapshot, findings, checked) for poison in poisons]
-        _check_references(plan, poisons, references, findings)
+        runs = [_audit_one_poison(plan, poison, snapshot, findings, checked) for poison in poisons]
+        _check_references(plan, poisons, runs, findings)
     finally:
         restore(plan.buffers, snapshot)
         reset_trace(trace)
@@ -249,8 +259,9 @@ def _plan(step, buffers, live_rows, padded_rows, poisons, trace, traced, writer_
                  writer_label or (lambda r: f"row {r}"), probe)
 
 
-def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, checked: list) -> dict:
-    """Poison, run unpadded and padded, and add what differs to `findings`; returns the reference."""
+def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, checked: list) -> tuple[dict, dict]:
+    """Poison, run unpadded and padded, and add what differs to `findings`; returns the reference and
+    the poisoned state it ran from."""
     restore(plan.buffers, snapshot)
     poison_buffers(plan.buffers, poison, plan.live_slots)
     poisoned = {b.name: b.tensor.clone() for b in plan.buffers}
@@ -264,9 +275,9 @@ def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, check
     got = capture(plan.outputs, plan.step(plan.padded_rows), plan.live_rows)
     if STEP_RESULT in got and STEP_RESULT not in checked:
         checked.append(STEP_RESULT)
+    prober = Prober(plan, poisoned, got) if plan.probe else None
     run = PaddedRun(got, trace_copy(plan.trace), reference_writers,
-                     {b.name: b.tensor.cpu().clone() for b in plan.mappings},
-                     Prober(plan, poisoned, got) if plan.probe else None)
+                     {b.name: b.tensor.cpu().clone() for b in plan.mappings}, prober)
     for buf_name, index, diff in compare(plan.outputs, reference, got, plan.live_rows):
         writer, stores, how = attribute(plan, buf_name, index, run)
         key = (buf_name, index, writer)
@@ -277,25 +288,31 @@ def _audit_one_poison(plan: _Plan, poison, snapshot: dict, findings: dict, check
             continue
         # The trace names the unpadded run's writer, the record's own row (see Corruption.sentence).
         own = how == "write trace" and writer == from_trace(*run.reference_writers, index)[0]
+        reads = prober.inputs_read(buf_name, index) if writer is None and prober is not None else ()
+        how = "read probe" if reads else how
         findings[key] = Corruption(buf_name, index, plan.location(buf_name, index),
                                    _owner(plan.output(buf_name), index), writer,
                                    plan.label(writer) if writer is not None else "", stores, how,
-                                   (poison,), diff, own)
-    return reference
+                                   (poison,), diff, own, reads, plan.read_by(buf_name))
+    return reference, poisoned
 
 
-def _check_references(plan: _Plan, poisons, references: list, findings: dict) -> None:
+def _check_references(plan: _Plan, poisons, runs: list, findings: dict) -> None:
     """The reference itself must not depend on the poison: a live output that does reads non-live
-    data (or is never written) -- wrong with or without padding."""
-    for poison, later in zip(poisons[1:], references[1:], strict=True):
-        for buf_name, index, diff in compare(plan.outputs, references[0], later, plan.live_rows):
+    data (or is never written) -- wrong with or without padding. What it reads is probed from the
+    first poison's state, unpadded."""
+    first, first_state = runs[0]
+    prober = Prober(plan, first_state, first, rows=plan.live_rows) if plan.probe else None
+    for poison, (later, _) in zip(poisons[1:], runs[1:], strict=True):
+        for buf_name, index, diff in compare(plan.outputs, first, later, plan.live_rows):
             key = (buf_name, index, "unpadded run")
             if key in findings:
                 findings[key].poisons = (*findings[key].poisons, poison)
                 continue
+            reads = prober.inputs_read(buf_name, index) if prober is not None else ()
             findings[key] = Corruption(buf_name, index, plan.location(buf_name, index),
                                        _owner(plan.output(buf_name), index), None, "", None, "unpadded run",
-                                       (poisons[0], poison), diff)
+                                       (poisons[0], poison), diff, reads=reads, read_by=plan.read_by(buf_name))
 
 
 def _owner(buf: Buffer | None, index) -> int | None:

@@ -47,7 +47,7 @@ class OwnershipTable:
     def from_trace(cls, trace, live_slots: Sequence[int], samples_per_req: int = 1,
                    mapping: Sequence[int] | None = None) -> "OwnershipTable":
         """From a bare write trace: a WriteTrace, or a writer tensor [slots] or [slots, steps] alone
-        (-1: nobody stored). live_slots in row order; mapping: the row -> slot mapping the launch
+        (a negative writer: nobody stored). live_slots in row order; mapping: the row -> slot mapping the launch
         read (shown in the header). Temperature and q are unknown to a bare trace (left None)."""
         writer = trace if isinstance(trace, torch.Tensor) else trace.writer
         writes = None if isinstance(trace, torch.Tensor) else getattr(trace, "writes", None)
@@ -121,7 +121,7 @@ class OwnershipTable:
         return "ok", "ok"
 
     def entries(self) -> list[dict]:
-        """One dict per (slot, step): slot, step, owner (live row or None), writer (-1: nobody),
+        """One dict per (slot, step): slot, step, owner (live row or None), writer (negative: nobody),
         stores, kind (one of KINDS) and verdict (in words)."""
         out = []
         live = self.record.live_slots

@@ -36,8 +36,9 @@ def _eager(spec):
         spec.runner.mode = previous
 
 
-def speculator_buffers(spec, batch: Sequence[int]) -> list[Buffer]:
-    """The persistent buffers of a speculator, with the part that `batch` (live slots in row order) owns."""
+def speculator_buffers(spec, batch: Sequence[int], reader: str = "") -> list[Buffer]:
+    """The persistent buffers of a speculator, with the part that `batch` (live slots in row order) owns;
+    `reader`: who reads draft_logits after the step, named in the report."""
     n, M, k, V = len(batch), spec.max_num_reqs, spec.k, spec.vocab_size
     rows = range(n)
     bufs = [
@@ -53,7 +54,7 @@ def speculator_buffers(spec, batch: Sequence[int]) -> list[Buffer]:
             Buffer("sample_pos", spec.sample_pos, "row", range(n * k), "input", values=(0, 1000)),
         ]
     if spec.draft_logits is not None:
-        bufs.append(Buffer("draft_logits", spec.draft_logits, "slot", batch, "output"))
+        bufs.append(Buffer("draft_logits", spec.draft_logits, "slot", batch, "output", read_by=reader))
     bufs.append(Buffer("draft_tokens", spec.draft_tokens, "row", rows, "output", values=(0, V)))
     return bufs
 
@@ -93,6 +94,8 @@ def audit_speculator(
     max_num_reqs: int = 8,
     capture_sizes=DEFAULT_CAPTURE_SIZES,
     inputs_seed: int = 0,
+    reader: str = "",
+    name: str | None = None,
 ) -> AuditReport:
     """Audit one of the kit's speculators on one batch of live slots (in row order).
 
@@ -100,11 +103,13 @@ def audit_speculator(
     :data:`labkit.bench.modes.MODES`), a :class:`~labkit.speculator.Speculator`, or a function that
     returns one (k, max_num_reqs and capture_sizes apply to a mode name only). A speculator
     without a write trace gets one attached (:class:`~labkit.kernels.gumbel.WriteTrace`). A mode
-    that refuses to run (graph-fill-only) raises PaddedSlotOutOfBoundsError, as it should.
+    that refuses to run (graph-host-only) raises PaddedSlotOutOfBoundsError, as it should.
+    `reader`: who reads draft_logits after the step, named beside each record in the report; `name`:
+    the report's (default: the mode, or the speculator's class).
     """
     spec = _speculator(spec_or_mode, models, k=k, max_num_reqs=max_num_reqs,
                        capture_sizes=capture_sizes)
-    name = spec_or_mode if isinstance(spec_or_mode, str) else type(spec).__name__
+    name = name or (spec_or_mode if isinstance(spec_or_mode, str) else type(spec).__name__)
     batch = [int(s) for s in batch]
     n, k = len(batch), spec.k
     inputs = propose_inputs(spec, batch, seed=inputs_seed)
@@ -118,7 +123,7 @@ def audit_speculator(
 
     dflash = spec.drafter == "dflash"
     report = audit_step(
-        step, speculator_buffers(spec, batch), live_rows=n, padded_rows=padded, poisons=poisons,
+        step, speculator_buffers(spec, batch, reader), live_rows=n, padded_rows=padded, poisons=poisons,
         trace=spec.trace if spec.draft_logits is not None else None, traced="draft_logits",
         writer_live_rows=n * k if dflash else n,
         writer_label=(lambda r: f"sample row {r} (request row {r // k}, draft step {r % k})") if dflash else None,

@@ -4,7 +4,8 @@ Used by :mod:`labkit.proofs.audit` once a live record differs between the unpadd
 run. A write trace (:class:`~labkit.kernels.gumbel.WriteTrace`) names the row whose store landed
 last; without one, a single padded row whose mapping points at the slot is the writer; failing
 that, :class:`Prober` re-runs the padded step with one padded row's inputs changed and sees
-whether the corrupted value moves.
+whether the corrupted value moves. Where no writer is found, :meth:`Prober.inputs_read` names the
+input records outside the live rows that the record reads instead.
 """
 
 from __future__ import annotations
@@ -94,11 +95,14 @@ def mapping_candidates(plan, mappings: dict, slot: int) -> list[int]:
 
 
 class Prober:
-    """Find who wrote a record by changing one padded row's inputs and re-running the padded step."""
+    """Find who wrote a record by changing one padded row's inputs and re-running the step on `rows`
+    rows (default: the padded row count), or what it read outside the live rows."""
 
-    def __init__(self, plan, poisoned: dict, got: dict):
+    def __init__(self, plan, poisoned: dict, got: dict, rows: int | None = None):
         self.plan, self.poisoned, self.got = plan, poisoned, got
+        self.rows = plan.padded_rows if rows is None else rows
         self._runs: dict[int, dict] = {}
+        self._reads: dict[tuple[str, int], dict] = {}
 
     def _run_with_row_changed(self, row: int) -> dict:
         plan = self.plan
@@ -108,8 +112,32 @@ class Prober:
             for b in plan.buffers:
                 if b.indexed_by == "row" and b.role == "input" and row < b.tensor.shape[0]:
                     b.tensor[row] = poison_like(b, b.tensor.shape[1:], gen)
-            self._runs[row] = capture(plan.outputs, plan.step(plan.padded_rows), plan.live_rows)
+            self._runs[row] = capture(plan.outputs, plan.step(self.rows), plan.live_rows)
         return self._runs[row]
+
+    def _run_with_record_changed(self, buf, row: int) -> dict:
+        key = (buf.name, row)
+        if key not in self._reads:
+            restore(self.plan.buffers, self.poisoned)
+            gen = torch.Generator().manual_seed(20_011 + row)
+            buf.tensor[row] = poison_like(buf, buf.tensor.shape[1:], gen)
+            self._reads[key] = capture(self.plan.outputs, self.plan.step(self.rows), self.plan.live_rows)
+        return self._reads[key]
+
+    def inputs_read(self, buf_name, index) -> tuple[str, ...]:
+        """The row-indexed input records outside the live rows whose change moves record `index` of
+        output `buf_name`: what it reads that no live row owns (as "hidden[5, :]")."""
+        at = index[:1] if buf_name == STEP_RESULT else index
+        found = []
+        for b in self.plan.buffers:
+            if b.indexed_by != "row" or b.role != "input":
+                continue
+            for row in b.non_live:
+                changed = self._run_with_record_changed(b, row)
+                if differs(self.got[buf_name][at], changed[buf_name][at]):
+                    found.append(b.location((row,)))
+        restore(self.plan.buffers, self.poisoned)
+        return tuple(found)
 
     def writer_of(self, buf_name, index, candidates):
         rows = candidates if candidates is not None else list(range(self.plan.live_rows, self.plan.padded_rows))

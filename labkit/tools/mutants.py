@@ -83,8 +83,8 @@ MUTANTS = (
            # the refusal tests first: past the refusal the unmasked kernel really reads at -1
            tuple(reversed(KERNEL_TESTS))),
     Mutant("no-host-refusal", "guard: fill without mask", "labkit/speculator.py",
-           "if rows > num_reqs and self._padding_is_negative() and not self.fix.mask_kernel",
-           "if False and rows > num_reqs and self._padding_is_negative() and not self.fix.mask_kernel",
+           "if rows > num_reqs and self._padding_is_negative() and not self.fix.kernel",
+           "if False and rows > num_reqs and self._padding_is_negative() and not self.fix.kernel",
            HOST_TESTS, backend="torch"),
 )
 

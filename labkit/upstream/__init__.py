@@ -1,13 +1,15 @@
-"""vLLM's own code, audited: its Gumbel sampling kernel run in the kit's stale-padding scenario.
+"""vLLM's own code, audited: is a tree affected by PR #47066, and every release's answer.
 
 Nothing of vLLM is kept in this repository: every module here reads a vLLM tree the user names
-(an installation, a source checkout, or the few files the tests extract from a release wheel).
+(an installation, a source checkout, or the few files read from a release on the package index).
 
-    releases             the vLLM releases the kit audits in its tests, named once
-    fetch                a release's few audited files, from the package registry, cached under build/
-    loader               find a tree; load its sampling kernel file alone, with a one-module shim
-    kernel_api           the kernel file's gumbel_sample signatures the kit knows, and how to call each
-    audit                the scenario (a padded row holding a live slot, one holding -1) and its verdict
-    speculator_reading   whether the tree's speculator fills padded rows with -1, read with Python's ast
-    report               the whole audit of one tree, in words and as JSON (``python -m labkit audit-vllm``)
+    fetch                a release's few audited files, read from the index by range requests, cached under build/
+    loader               find a tree; load its sampling kernel with what it imports from vLLM, never vLLM itself
+    kernel_api           how to call each release's gumbel_sample, by what its parameters are
+    audit                the scenario (padded rows in a launch) and what the release's kernel does with them
+    speculator_reading   the speculator's host side, read with Python's ast
+    dflash_reading       DFlash's sample mapping, read with Python's ast
+    report               the whole audit of one tree and its one verdict (``python -m labkit audit-vllm``)
+    record               the release matrix and its record (``python -m labkit upstream matrix``)
+    releases             the few releases the unit tests read by name
 """

@@ -15,7 +15,8 @@ of 31 tokens (one block of any kernel: the interpreter stays fast). Temperature,
              and by the padded row's result under two guard contents when compiled.
 
 Verdicts: "kernel masks padded rows" (the filled case touches nothing outside the buffers and
-changes no live record) and "stale slots still corrupt" (the stale case changes a live record).
+changes no live record) and "the kernel alone, given a stale slot, overwrites a live q" (the stale
+case changes a live record).
 The second is expected to be yes for every kernel, masked or not: a stale slot is >= 0, so no
 mask can tell it from a live one; only the host fill removes it.
 
@@ -72,17 +73,17 @@ class Sampler:
 
 
 def vllm_sampler(module, api) -> Sampler:
-    """vLLM's gumbel_sample from a loaded kernel file (:mod:`labkit.upstream.loader`) of a known `api`."""
+    """vLLM's gumbel_sample from a loaded kernel file (:mod:`labkit.upstream.loader`), called as `api`
+    (:func:`labkit.upstream.kernel_api.plan`) says."""
     from labkit.upstream.kernel_api import sample
 
     def call(logits, mapping, temperature, seeds, positions, q, col):
-        col_t = torch.tensor(col, dtype=torch.int64, device=logits.device)
         return sample(module, api, logits=logits, mapping=mapping, temperature=temperature, seeds=seeds,
-                      positions=positions, q=q, col=col_t)
+                      positions=positions, q=q, col=col)
 
     host = module.gumbel_sample.__code__.co_names
     kernels = tuple(n for n in host if _is_kernel(getattr(module, n, None)))
-    return Sampler(f"vLLM gumbel_sample ({api.name} API)", call, module, kernels, api.q_is)
+    return Sampler(f"vLLM gumbel_sample ({api.name})", call, module, kernels, api.q_is)
 
 
 def kit_sampler(masked: bool) -> Sampler:
@@ -370,9 +371,9 @@ class KernelVerdict:
                    f"{self.filled.reads_seen}:")
         out += [f"  {s}" for s in self.filled.sentences] or ["  nothing outside the buffers; no live record changed"]
         out += [f"kernel masks padded rows: {yes[self.masks_padded_rows]}",
-                f"stale slots still corrupt: {yes[self.stale_slots_corrupt]}"
-                + (" (a stale slot is >= 0: no mask sees it; the host fill with -1 is what removes it)"
-                   if self.stale_slots_corrupt else "")]
+                f"the kernel alone, given a stale slot, overwrites a live q: {yes[self.stale_slots_corrupt]}"
+                + (" (true of every kernel that stores by slot, fixed ones too: a stale slot is >= 0, so no "
+                   "mask sees it; the host fill with -1 is what removes it)" if self.stale_slots_corrupt else "")]
         return out
 
 

@@ -1,9 +1,9 @@
-"""``python -m labkit upstream fetch | record``: vLLM's pinned releases, fetched and audited.
+"""``python -m labkit upstream fetch | matrix``: vLLM's releases, fetched and audited.
 
-Each verb is its module's own command, which parses its own arguments (``upstream record --help``):
+Each verb is its module's own command, which parses its own arguments (``upstream matrix --help``):
 
-    fetch     :mod:`labkit.upstream.fetch`: the releases' audited files, into build/vllm-trees/
-    record    :mod:`labkit.upstream.record`: the audit of those files as a record, and the docs' verdicts
+    fetch     :mod:`labkit.upstream.fetch`: releases' audited files, from the index into build/vllm-trees/
+    matrix    :mod:`labkit.upstream.record`: every release audited, printed, and (--record) its record
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import importlib
 
 # verb -> (its module, with its own main(argv); what it does)
 VERBS = {
-    "fetch": ("labkit.upstream.fetch", "fetch the pinned releases' audited files (pip, from the index)"),
-    "record": ("labkit.upstream.record", "audit the fetched releases into their record, or merge a GPU run's"),
+    "fetch": ("labkit.upstream.fetch", "read releases' audited files from the index (a few hundred kB each)"),
+    "matrix": ("labkit.upstream.record", "audit every release with the sampling kernel; --record writes it"),
 }
 
 

@@ -1,56 +1,118 @@
-"""A vLLM release's few audited files, fetched from the package registry with pip and cached under build/.
+"""A vLLM release's few audited files, read from the package registry and cached under build/.
 
-    fetch_release(version, trees=TREES) -> Path     build/vllm-trees/<version>/ (a tree audit-vllm reads)
-    python -m labkit upstream fetch [VERSION ...]   fetch the pinned releases (labkit.upstream.releases)
+    index_releases() -> list[Release]          every final release on the index, with its wheel and date
+    fetch_release(version, trees=TREES) -> Path build/vllm-trees/<version>/ (a tree audit-vllm reads)
+    python -m labkit upstream fetch [VERSION ...] [--all]
 
-pip downloads the release's wheel (no dependencies, for CPython 3.12 on manylinux x86_64: the
-sampling kernel is pure Python, so any platform's wheel holds the same file) into a temporary
-folder under build/; only the files the audit reads are extracted (``vllm/_version.py``, the
-sampling kernel, the speculators under ``spec_decode/``), the wheel is deleted, and
-``FETCHED_FROM.json`` records the wheel's name and sha256. A second call finds the folder and
-downloads nothing. Nothing here is ever committed (build/ is ignored).
+A release's wheel is a zip of 200-500 MB, of which the audit reads a few hundred kB of Python. So the
+fetcher asks the index (its JSON API, PEP 691) for the release's files, picks an x86-64 wheel
+(every platform's wheel holds the same Python), and reads only the zip's directory and the members
+the audit needs, by HTTP range requests: Model Runner V2's ``vllm/v1/worker/gpu/`` (the sampling
+kernel, the speculators, and what they import from each other), ``vllm/triton_utils/`` and
+``vllm/_version.py``. Python's zipfile checks each member's CRC-32 against the wheel's own
+directory as it reads it. ``FETCHED_FROM.json`` records the wheel's name, the sha256 the index lists
+for it, its upload date, and the files kept. A second call finds the folder and reads nothing.
+Nothing here is ever committed (build/ is ignored).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import hashlib
+import io
 import json
+import os
+import re
 import shutil
-import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from labkit import paths
+from labkit.errors import LabkitInputError
 from labkit.upstream.loader import KERNEL_FILE, VERSION_FILE
-from labkit.upstream.releases import RELEASES
-from labkit.upstream.speculator_reading import SPEC_DECODE
 
-PROGRAM = "python -m labkit upstream fetch"
 TREES = paths.BUILD / "vllm-trees"
 MARKER = "FETCHED_FROM.json"
-PIP_PLATFORM = ("--python-version", "3.12", "--platform", "manylinux_2_28_x86_64")
+INDEX_ENV = "LABKIT_INDEX_URL"  # a mirror of PyPI's JSON API (PEP 691), for a registry behind a proxy
+DEFAULT_INDEX = "https://pypi.org/simple"
+PACKAGE = "vllm"
+KEPT = ("vllm/v1/worker/gpu/", "vllm/triton_utils/")
+FIRST = (0, 12, 0)  # the first release with Model Runner V2's sampling kernel (vllm/v1/worker/gpu/sample/gumbel.py)
 
 
-class FetchError(RuntimeError):
-    """pip could not fetch the release; `.pip_output` holds what it said."""
+class FetchError(LabkitInputError):
+    """The index or the wheel could not be read; the message says which and why, in one line."""
 
-    def __init__(self, message: str, pip_output: str = ""):
-        super().__init__(message)
-        self.pip_output = pip_output
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    wheel: str  # the wheel's file name
+    url: str
+    size: int
+    sha256: str | None
+    uploaded: str  # ISO date the index gives for the wheel
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return version_key(self.version)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def wanted(name: str) -> bool:
     """Whether a wheel member is one of the files the audit reads."""
-    return name in (KERNEL_FILE, VERSION_FILE) or (name.startswith(SPEC_DECODE + "/") and name.endswith(".py"))
+    return name == VERSION_FILE or (name.endswith(".py") and name.startswith(KEPT))
+
+
+def _index_url() -> str:
+    return os.environ.get(INDEX_ENV, DEFAULT_INDEX).rstrip("/")
+
+
+def _open(url: str, headers: dict | None = None, timeout_s: int = 60):
+    request = urllib.request.Request(url, headers={"User-Agent": "labkit-upstream-fetch", **(headers or {})})
+    try:
+        return urllib.request.urlopen(request, timeout=timeout_s)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", None) or getattr(err, "code", None) or err
+        raise FetchError(f"{url}: {reason}") from None
+
+
+def index_releases(timeout_s: int = 60) -> list[Release]:
+    """Every final release of vLLM on the index that has an x86-64 wheel, oldest first."""
+    url = f"{_index_url()}/{PACKAGE}/"
+    with _open(url, {"Accept": "application/vnd.pypi.simple.v1+json"}, timeout_s) as response:
+        try:
+            listing = json.load(response)
+        except ValueError:
+            raise FetchError(f"{url} did not answer with the index's JSON (PEP 691)") from None
+    pattern = re.compile(rf"^{PACKAGE}-(\d+\.\d+\.\d+)(?:-\d+)?-.*x86_64\.whl$")
+    found: dict[str, Release] = {}
+    for f in listing.get("files", []):
+        m = pattern.match(f.get("filename", ""))
+        if not m or f.get("yanked"):
+            continue
+        version = m.group(1)
+        if version not in found:  # the first x86-64 wheel of a release: every platform's holds the same Python
+            found[version] = Release(version, f["filename"], f["url"], int(f.get("size") or 0),
+                                     (f.get("hashes") or {}).get("sha256"), str(f.get("upload-time", ""))[:10])
+    return sorted(found.values(), key=lambda r: r.key)
+
+
+def audited_releases(releases: list[Release] | None = None) -> list[Release]:
+    """The releases from the first with Model Runner V2's sampling kernel to the newest on the index."""
+    return [r for r in (releases if releases is not None else index_releases()) if r.key >= FIRST]
 
 
 def cached(version: str, trees: Path = TREES) -> Path | None:
     folder = Path(trees) / version
-    return folder if (folder / MARKER).is_file() and (folder / KERNEL_FILE).is_file() else None
+    return folder if (folder / MARKER).is_file() and (folder / VERSION_FILE).is_file() else None
 
 
 @contextlib.contextmanager
@@ -70,62 +132,103 @@ def _locked(trees: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def fetch_release(version: str, trees: Path = TREES, *, timeout_s: int = 60, log=None) -> Path:
-    """The folder of `version`'s audited files, downloading the wheel once if it is not cached."""
+class _RangeReader(io.RawIOBase):
+    """A remote file, read by HTTP range requests: what zipfile needs to read a wheel's directory and a
+    few of its members without the whole wheel."""
+
+    def __init__(self, url: str, size: int, timeout_s: int):
+        self.url, self.size, self.position, self.timeout_s = url, size, 0, timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.position = (offset if whence == 0 else self.position + offset if whence == 1 else self.size + offset)
+        return self.position
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.size - self.position)
+        if n <= 0:
+            return 0
+        span = f"bytes={self.position}-{self.position + n - 1}"
+        with _open(self.url, {"Range": span}, self.timeout_s) as response:
+            if response.status != 206:
+                raise FetchError(f"{self.url}: the server answered {response.status} to a range request")
+            data = response.read()
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+def fetch_release(version: str, trees: Path = TREES, *, timeout_s: int = 60, log=None,
+                  releases: list[Release] | None = None) -> Path:
+    """The folder of `version`'s audited files, read from the index once if it is not cached."""
     hit = cached(version, trees)
     if hit:
         return hit
     trees = Path(trees)
     with _locked(trees):
         hit = cached(version, trees)  # another process may have fetched it while this one waited
-        return hit or _download(version, trees, timeout_s, log)
+        if hit:
+            return hit
+        known = releases if releases is not None else index_releases(timeout_s)
+        release = next((r for r in known if r.version == version), None)
+        if release is None:
+            newest = ", ".join(r.version for r in known[-3:])
+            raise FetchError(f"the index has no x86-64 wheel of {PACKAGE}=={version} (its newest: {newest})")
+        return _extract(release, trees, timeout_s, log)
 
 
-def _download(version: str, trees: Path, timeout_s: int, log) -> Path:
-    with tempfile.TemporaryDirectory(dir=trees, prefix=f".wheel-{version}-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", *PIP_PLATFORM,
-               "--timeout", str(timeout_s), "--retries", "1", "--dest", tmp, f"vllm=={version}"]
-        if log:
-            log(f"fetching vllm=={version} with pip (about 300 MB, deleted after extraction) ...")
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = sorted(Path(tmp).glob("vllm-*.whl"))
-        if done.returncode != 0 or not wheels:
-            raise FetchError(f"pip download vllm=={version} failed (exit {done.returncode})",
-                             (done.stdout + done.stderr)[-4000:])
-        wheel = wheels[0]
-        digest = hashlib.sha256()
-        with wheel.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
+def _extract(release: Release, trees: Path, timeout_s: int, log) -> Path:
+    if log:
+        log(f"reading {release.wheel}'s audited files from the index ({release.size / 1e6:.0f} MB wheel, a few "
+            "hundred kB read) ...")
+    with tempfile.TemporaryDirectory(dir=trees, prefix=f".{release.version}-") as tmp:
         staging = Path(tmp) / "tree"
-        with zipfile.ZipFile(wheel) as zf:
-            members = [m for m in zf.namelist() if wanted(m)]
-            if KERNEL_FILE not in members:
-                raise FetchError(f"vllm=={version}'s wheel has no {KERNEL_FILE}: not a release with Model Runner "
-                                 "V2's sampling kernel")
-            for m in members:
-                zf.extract(m, staging)
-        wheel.unlink()
-        (staging / MARKER).write_text(json.dumps({"package": "vllm", "version": version, "wheel": wheel.name,
-                                                  "wheel_sha256": digest.hexdigest(), "files": sorted(members),
-                                                  "command": "pip download --no-deps --only-binary=:all: "
-                                                  + " ".join(PIP_PLATFORM) + f" vllm=={version}"}, indent=1))
-        folder = trees / version
+        try:
+            with zipfile.ZipFile(io.BufferedReader(_RangeReader(release.url, release.size, timeout_s),
+                                                   buffer_size=1 << 16)) as wheel:
+                members = [m for m in wheel.namelist() if wanted(m)]
+                if VERSION_FILE not in members:
+                    raise FetchError(f"{release.wheel} has no {VERSION_FILE}: not a vLLM wheel the kit can read")
+                for member in members:
+                    wheel.extract(member, staging)  # zipfile checks the member's CRC-32 as it reads it
+        except (zipfile.BadZipFile, OSError) as err:
+            raise FetchError(f"{release.wheel}: {err}") from None
+        (staging / MARKER).write_text(json.dumps({
+            "package": PACKAGE, "version": release.version, "wheel": release.wheel, "url": release.url,
+            "wheel_sha256_listed": release.sha256, "uploaded": release.uploaded, "files": sorted(members),
+            "has_sampling_kernel": KERNEL_FILE in members,
+            "how": "the index's JSON API (PEP 691), then HTTP range requests for the wheel's directory and these "
+                   "members; each member's CRC-32 checked against the wheel's directory"}, indent=1))
+        folder = trees / release.version
         if folder.exists():
             shutil.rmtree(folder)
         staging.rename(folder)
     return folder
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog=PROGRAM, description="Fetch vLLM releases' audited files into "
-                                     f"{TREES.relative_to(paths.REPO)}/ and print their folders.")
-    parser.add_argument("versions", nargs="*", metavar="VERSION",
-                        help=f"vLLM releases (default: the pinned ones, {', '.join(RELEASES)})")
-    for version in parser.parse_args(argv).versions or list(RELEASES):
-        try:
-            print(fetch_release(version, log=lambda m: print(m, file=sys.stderr)))
-        except FetchError as err:
-            print(f"{PROGRAM}: {err}\n{err.pip_output}", file=sys.stderr)
-            return 1
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m labkit upstream fetch",
+                                     description="Read vLLM releases' audited files from the package index into "
+                                                 "build/vllm-trees/ (a few hundred kB each, by range requests).")
+    parser.add_argument("versions", nargs="*", help="releases to fetch (default: every release from "
+                                                    f"{'.'.join(map(str, FIRST))} to the newest on the index)")
+    args = parser.parse_args(argv)
+    try:
+        known = index_releases()
+        versions = args.versions or [r.version for r in audited_releases(known)]
+        for version in versions:
+            print(fetch_release(version, releases=known, log=lambda m: print(m, file=sys.stderr)))
+    except FetchError as err:
+        print(f"python -m labkit upstream fetch: error: {err}", file=sys.stderr)
+        return 2
     return 0

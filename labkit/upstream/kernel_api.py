@@ -1,77 +1,115 @@
-"""The signatures of vLLM's ``gumbel_sample`` the kit knows, and how to call each in the audit.
+"""How to call a vLLM release's ``gumbel_sample`` in the audit: each of its parameters by what it is.
 
 vLLM's host function ``gumbel_sample`` (in ``vllm/v1/worker/gpu/sample/gumbel.py``) launches the
-Gumbel sampling kernel and returns one token per row. Its first parameters have kept their names
-across releases; the slot-indexed output (q, the record the rejection sampler reads) has not:
+Gumbel sampling kernel and returns one token per row. Across releases its parameters have been
+renamed and added to, but each plays one of a few parts, named in :data:`ROLES`:
 
-    processed_logits   output_processed_logits [max_num_reqs, k, V] and output_processed_logits_col:
-                       the logits after temperature (vLLM 0.24.0; the API at PR #47066's time)
-    logits_cache       logits_cache [max_num_reqs, num_cols, V], logits_cache_col, is_drafting:
-                       the logits before temperature (vLLM 0.33.0; after vLLM #54282)
+    rows      the logits [rows, V], the row -> slot mapping (``idx_mapping``, later
+              ``expanded_idx_mapping``), temperature and seeds by slot, positions by row
+    q         the slot-indexed output, the draft distribution the rejection sampler reads:
+              ``processed_logits_out`` [slots, V] (0.18.0-0.20.x, one per launch),
+              ``output_processed_logits`` with its column (0.21.0-0.27.x), ``logits_cache`` with its
+              column (0.28.0 on: the logits before temperature)
+    settings  what the drafter passes: ``apply_temperature``, ``is_drafting`` (0.29.0 on), and
+              optional inputs left at None or their default (``use_fp64``, ``logits_cache_source``,
+              ``logits_cache_row_mapping``, ``bias``)
 
-:func:`identify` matches a loaded file against these by parameter names, so a release in between
-that kept one of them works too; a file that has neither says which the kit expects.
+:func:`plan` reads the signature: a function with no slot-indexed output stores nothing by slot
+(0.12.0-0.17.x: the bug cannot occur, :class:`NoSlotStore`); a required parameter of no known part
+is a signature the kit cannot call yet (:class:`UnknownKernelApi`, with the signature).
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import torch
 
 from labkit.errors import LabkitInputError
-from labkit.upstream.releases import FIXED, UNMASKED
 
-ROW_PARAMS = ("logits", "expanded_idx_mapping", "temperature", "seed", "pos", "apply_temperature")
-
-
-@dataclass(frozen=True)
-class KernelApi:
-    name: str
-    q_param: str  # the slot-indexed output [max_num_reqs, columns, V]
-    col_param: str  # which column (draft step) a launch stores into
-    q_is: str  # what the kernel stores there
-    seen_in: str  # a release that has it
-    fixed_args: dict = field(default_factory=dict)  # further arguments the drafter passes
-
-    def signature_text(self) -> str:
-        extra = "".join(f", {k}" for k in self.fixed_args)
-        return f"gumbel_sample({', '.join(ROW_PARAMS)}{extra}, {self.q_param}, {self.col_param}, ...)"
-
-
-KNOWN_APIS = (
-    KernelApi("processed_logits", "output_processed_logits", "output_processed_logits_col",
-              "the draft logits after temperature", UNMASKED),
-    KernelApi("logits_cache", "logits_cache", "logits_cache_col",
-              "the draft logits before temperature (a logits cache)", FIXED, {"is_drafting": True}),
-)
+MAPPING = ("expanded_idx_mapping", "idx_mapping")
+# The slot-indexed output, by name: (what the kernel stores there, the name of its column parameter or None
+# where each launch gets one column of q as a 2-D view).
+Q_OUTPUTS = {
+    "processed_logits_out": ("the draft logits after temperature", None),
+    "output_processed_logits": ("the draft logits after temperature", "output_processed_logits_col"),
+    "logits_cache": ("the draft logits before temperature (a logits cache)", "logits_cache_col"),
+}
+SETTINGS = {"apply_temperature": True, "is_drafting": True}
+LEFT_AT_DEFAULT = ("use_fp64", "logits_cache_source", "logits_cache_row_mapping", "bias")
+ROLES = ("logits", *MAPPING, "temperature", "seed", "pos", *Q_OUTPUTS,
+         *(col for _, col in Q_OUTPUTS.values() if col), *SETTINGS, *LEFT_AT_DEFAULT)
 
 
 class UnknownKernelApi(LabkitInputError):
-    """The kernel file's gumbel_sample is not one the kit knows how to call."""
+    """The file's gumbel_sample has a parameter the kit does not know how to fill."""
 
 
-def expected_apis() -> str:
-    return "; ".join(f"{api.signature_text()} as in vLLM {api.seen_in}" for api in KNOWN_APIS)
+class NoSlotStore(LabkitInputError):
+    """The file's gumbel_sample takes no slot-indexed output: it stores nothing by slot."""
 
 
-def identify(module) -> KernelApi:
-    """The known API the module's ``gumbel_sample`` has, or UnknownKernelApi saying which the kit expects."""
+@dataclass(frozen=True)
+class KernelPlan:
+    """How to call one release's gumbel_sample."""
+
+    signature: str
+    mapping: str  # the name of its row -> slot parameter
+    q_param: str
+    col_param: str | None
+    settings: tuple[tuple[str, bool], ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.q_param} API"
+
+    @property
+    def q_is(self) -> str:
+        return Q_OUTPUTS[self.q_param][0]
+
+
+def signature_text(fn) -> str:
+    try:
+        return f"gumbel_sample{inspect.signature(fn)}"
+    except (TypeError, ValueError):
+        return "gumbel_sample(?)"
+
+
+def plan(module) -> KernelPlan:
+    """How to call the module's ``gumbel_sample``, or why the kit cannot (see the module's docstring)."""
     fn = getattr(module, "gumbel_sample", None)
     where = getattr(module, "__file__", "the kernel file")
     if fn is None:
-        raise UnknownKernelApi(f"{where} defines no gumbel_sample; the kit knows {expected_apis()}")
+        raise UnknownKernelApi(f"{where} defines no gumbel_sample")
     params = inspect.signature(fn).parameters
-    for api in KNOWN_APIS:
-        known = set(ROW_PARAMS) | {api.q_param, api.col_param} | set(api.fixed_args)
-        required_unknown = [n for n, p in params.items() if n not in known and p.default is inspect.Parameter.empty
-                            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        if known - {"use_fp64"} <= set(params) and not required_unknown:
-            return api
-    raise UnknownKernelApi(f"{where}: gumbel_sample{inspect.signature(fn)} is not an API the kit knows; it knows "
-                           f"{expected_apis()}")
+    text = signature_text(fn)
+    required_unknown = [n for n, p in params.items() if n not in ROLES and p.default is inspect.Parameter.empty
+                        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if required_unknown:
+        raise UnknownKernelApi(f"could not audit: {text}: the kit does not know what to pass as "
+                               f"{', '.join(required_unknown)}")
+    q_params = [n for n in Q_OUTPUTS if n in params]
+    if not q_params:
+        raise NoSlotStore(f"its gumbel_sample({', '.join(params)}) takes no slot-indexed output")
+    q_param = q_params[0]
+    col = Q_OUTPUTS[q_param][1]
+    if col is not None and col not in params:
+        raise UnknownKernelApi(f"could not audit: {text}: {q_param} without its column {col}")
+    mapping = next((m for m in MAPPING if m in params), None)
+    if mapping is None:
+        raise UnknownKernelApi(f"could not audit: {text}: no row -> slot mapping ({' or '.join(MAPPING)})")
+    return KernelPlan(text, mapping, q_param, col, tuple((k, v) for k, v in SETTINGS.items() if k in params))
 
 
-def sample(module, api: KernelApi, *, logits, mapping, temperature, seeds, positions, q, col):
-    """One launch of vLLM's gumbel_sample as its drafter calls it: temperature applied, q stored at `col`."""
-    kwargs = {"apply_temperature": True, api.q_param: q, api.col_param: col, **api.fixed_args}
-    return module.gumbel_sample(logits, mapping, temperature, seeds, positions, **kwargs)
+def sample(module, api: KernelPlan, *, logits, mapping, temperature, seeds, positions, q, col: int):
+    """One launch of the release's gumbel_sample as its drafter calls it: temperature applied, draft step
+    `col`'s q stored at q[slot, col, :]."""
+    kwargs = dict(api.settings)
+    if api.col_param is None:
+        kwargs[api.q_param] = q[:, col]  # a 2-D view whose rows are slots: its stride(0) steps over the columns
+    else:
+        kwargs[api.q_param] = q
+        kwargs[api.col_param] = torch.tensor(col, dtype=torch.int64, device=logits.device)
+    return module.gumbel_sample(logits=logits, **{api.mapping: mapping}, temperature=temperature, seed=seeds,
+                                pos=positions, **kwargs)

@@ -1,20 +1,25 @@
-"""Find a vLLM tree and load its Gumbel sampling kernel file alone, without importing the rest of vLLM.
+"""Find a vLLM tree and load its Gumbel sampling kernel, with what it imports from vLLM, without importing vLLM.
 
-    find_tree(path=None) -> Path          the folder that holds ``vllm/`` (default: the installed vllm)
-    tree_provenance(tree) -> dict         version and commit (``vllm/_version.py``, else git), file hash
-    load_vllm_sampling(tree) -> module    ``vllm/v1/worker/gpu/sample/gumbel.py``, executed with a shim
+    find_tree(path=None) -> Path            the folder that holds ``vllm/`` (default: the installed vllm)
+    tree_provenance(tree) -> dict           version and commit (``vllm/_version.py``, else git), file hash
+    load_vllm_sampling(tree) -> module      ``vllm/v1/worker/gpu/sample/gumbel.py``, executed with its imports
+    load_partial(tree, module, names)       the named definitions of one vLLM file, and what they need
+    read_source(path) / parse(path)         a file's text and syntax tree, or one line on why not
 
-The kernel file imports only ``torch`` and ``from vllm.triton_utils import HAS_TRITON, tl, tldevice,
-triton``. Importing the real ``vllm.triton_utils`` would import ``vllm`` (and, in newer releases,
-``vllm.envs`` and the platform detection), which needs vLLM's compiled extensions and its pinned
-torch. So while the file executes, ``sys.modules`` holds a synthetic ``vllm`` package with one
-synthetic ``vllm.triton_utils`` module that hands over this process's Triton; both entries are
-put back as they were afterwards. The file is executed from where it lies in the tree, so Triton
-(compiled or interpreted) reads each ``@triton.jit`` function's source from that file.
+Importing ``vllm`` runs its platform detection and needs its compiled extensions and pinned torch,
+so the kit never imports it. The kernel file imports ``torch`` and ``vllm.triton_utils`` (Triton
+itself), and in newer releases a helper or two from other files of Model Runner V2 (0.34.0 takes
+``draft_logits_row`` from ``spec_decode/draft_logits.py``, whose other imports reach far into vLLM).
+So while the file executes, ``sys.modules`` holds a synthetic ``vllm.triton_utils`` that hands over
+this process's Triton, and each other vLLM module the file imports from, built from that module's
+own file in the tree with only the definitions the file asks for and the ones those use (read with
+``ast``). A name that needs more of vLLM than that is refused in one line, naming what it needs.
+Every entry is put back as it was afterwards. Definitions keep their file and line numbers, so
+Triton (compiled or interpreted) reads each ``@triton.jit`` function's source from the tree.
 
 One difference under Triton's CPU interpreter: it has no libdevice, so ``tldevice.log1p`` (used by
-releases up to mid-2026 for the Gumbel transform) is given as ``log(1 + x)``. That changes noise
-values in the last bits, never an address, a mask or which row stores where.
+some releases for the Gumbel transform) is given as ``log(1 + x)``. That changes noise values in the
+last bits, never an address, a mask or which row stores where.
 """
 
 from __future__ import annotations
@@ -68,18 +73,17 @@ def find_tree(path: str | Path | None = None) -> Path:
         if (root / KERNEL_FILE).is_file():
             return root
     where = path if path is not None else candidates[0] if candidates else "the installed vllm"
-    raise NoVllmTree(f"{where} holds no {KERNEL_FILE}: not a vLLM tree with Model Runner V2's sampling "
-                     "kernel (vLLM releases from mid-2026 on have it)")
+    raise NoVllmTree(f"{where} holds no {KERNEL_FILE}: not a vLLM tree with Model Runner V2's sampling kernel")
 
 
 def _literal_assignments(path: Path) -> dict[str, object]:
     """Module-level ``name = literal`` assignments of a Python file, without executing it."""
     out: dict[str, object] = {}
-    for node in ast.parse(path.read_text()).body:
+    for node in parse(path).body:
         if isinstance(node, ast.Assign):
             try:
                 value = ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 continue
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -101,7 +105,7 @@ def tree_provenance(tree: str | Path) -> dict:
     tree = Path(tree)
     kernel = tree / KERNEL_FILE
     prov: dict = {"tree": str(tree), "kernel_file": KERNEL_FILE,
-                  "kernel_sha256": hashlib.sha256(kernel.read_bytes()).hexdigest()}
+                  "kernel_sha256": hashlib.sha256(kernel.read_bytes()).hexdigest() if kernel.is_file() else None}
     version_file = tree / VERSION_FILE
     if version_file.is_file():
         values = _literal_assignments(version_file)
@@ -125,10 +129,36 @@ def tree_provenance(tree: str | Path) -> dict:
     return prov
 
 
+def read_source(path: Path) -> str:
+    """A file's text, or one line on why it cannot be read (a folder where a file should be, bytes that
+    are not UTF-8, no permission)."""
+    path = Path(path)
+    if path.is_dir():
+        raise LabkitInputError(f"{path} is a folder where the kit expects a Python file")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LabkitInputError(f"{path} is not UTF-8 text: byte {err.object[err.start]:#04x} at offset "
+                               f"{err.start}") from None
+    except OSError as err:
+        raise LabkitInputError(f"{path}: {err.strerror or err}") from None
+
+
+def parse(path: Path) -> ast.Module:
+    """A file's syntax tree, or one line naming the syntax error and its line."""
+    try:
+        return ast.parse(read_source(path), filename=str(path))
+    except SyntaxError as err:
+        raise LabkitInputError(f"{path} is not Python the kit can read: SyntaxError: {err.msg} (line "
+                               f"{err.lineno})") from None
+    except ValueError as err:  # a NUL byte
+        raise LabkitInputError(f"{path} is not Python the kit can read: {err}") from None
+
+
 def kernel_imports(path: Path) -> list[str]:
     """What the kernel file imports, as ``module`` or ``module:name`` strings."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Import):
             out += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -136,14 +166,105 @@ def kernel_imports(path: Path) -> list[str]:
     return out
 
 
-def _check_imports(path: Path) -> None:
-    foreign = [name for name in kernel_imports(path)
-               if not (name.split(".")[0].split(":")[0] in ("torch", "__future__", "typing", "math")
-                       or (name.startswith(SHIM_MODULE + ":") and name.split(":")[1] in SHIM_NAMES))]
-    if foreign:
-        raise LabkitInputError(f"{path} imports {', '.join(foreign)}: the kit loads a kernel file that needs only "
-                               f"torch and {SHIM_MODULE} ({', '.join(SHIM_NAMES)}), as vLLM's releases "
-                               "0.24.0 to 0.33.0 do; this tree's file needs more")
+class CannotLoad(LabkitInputError):
+    """A vLLM file needs more of vLLM than the kit can stand in for."""
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    base = root / module.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _top_level(tree: ast.Module) -> dict[str, ast.stmt]:
+    """Each name a module defines at top level, and the statement that defines it."""
+    found: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found[node.target.id] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                found[(alias.asname or alias.name).split(".")[0]] = node
+    return found
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_ALLOWED_OUTSIDE = ("torch", "math", "typing", "__future__", "dataclasses", "functools", "enum", "collections",
+                    "numpy")
+
+
+def load_partial(root: Path, module: str, names, done: dict | None = None) -> types.ModuleType:
+    """``module`` (a dotted vLLM name) as a module holding `names` and every definition they use, from its
+    file under `root`; imports from other vLLM files are built the same way, ``vllm.triton_utils`` is the
+    kit's stand-in, and the few standard or numeric packages the code needs are imported as they are."""
+    done = {} if done is None else done
+    if module == SHIM_MODULE:
+        return _shim()[SHIM_MODULE]
+    path = _module_file(root, module)
+    if path is None:
+        raise CannotLoad(f"{module} is not in the tree ({root}): the kit reads only files it has")
+    tree = parse(path)
+    top = _top_level(tree)
+    wanted, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        if name not in top:
+            raise CannotLoad(f"{module} ({path.name}) defines no {name}")
+        wanted.add(name)
+        node = top[name]
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            todo += [n for n in _names_used(node) if n in top and n != name]
+    key = (str(path), frozenset(wanted))
+    if key in done:
+        return done[key]
+    namespace = types.ModuleType(module)
+    namespace.__file__ = str(path)
+    for name in sorted(wanted):
+        node = top[name]
+        if isinstance(node, ast.ImportFrom) and node.module:
+            source = node.module if node.level == 0 else _relative(module, node.module, node.level)
+            attr = next(a.name for a in node.names if (a.asname or a.name) == name)
+            namespace.__dict__[name] = _import_name(root, source, attr, module, done)
+        elif isinstance(node, ast.Import):
+            alias = next(a for a in node.names if (a.asname or a.name).split(".")[0] == name)
+            if alias.name.split(".")[0] not in _ALLOWED_OUTSIDE:
+                raise CannotLoad(f"{module} needs {alias.name}, which the kit does not load for vLLM's files")
+            namespace.__dict__[name] = importlib.import_module(alias.name if alias.asname else name)
+    body = [node for node in tree.body if not isinstance(node, (ast.Import, ast.ImportFrom))
+            and any(top.get(n) is node for n in wanted)]
+    code = compile(ast.Module(body=body, type_ignores=[]), str(path), "exec")
+    try:
+        exec(code, namespace.__dict__)
+    except Exception as err:
+        raise CannotLoad(f"{module}: {', '.join(sorted(wanted))} did not load: {type(err).__name__}: {err}") from None
+    done[key] = namespace
+    return namespace
+
+
+def _relative(module: str, target: str, level: int) -> str:
+    return ".".join(module.split(".")[:-level] + [target])
+
+
+def _import_name(root: Path, source: str, attr: str, importer: str, done: dict):
+    if source.split(".")[0] == "vllm":
+        return getattr(load_partial(root, source, [attr], done), attr)
+    if source.split(".")[0] in _ALLOWED_OUTSIDE:
+        return getattr(importlib.import_module(source), attr)
+    raise CannotLoad(f"{importer} needs {source}:{attr}, which the kit does not load for vLLM's files")
 
 
 def _libdevice():
@@ -161,7 +282,7 @@ def _shim() -> dict[str, types.ModuleType]:
     import triton.language as tl
 
     package = types.ModuleType("vllm")
-    package.__path__ = []  # a package with nothing in it: only the shim below can be imported from it
+    package.__path__ = []  # a package with nothing in it: only the modules below can be imported from it
     utils = types.ModuleType(SHIM_MODULE)
     utils.__doc__ = "labkit's stand-in for vllm.triton_utils: this process's Triton, nothing else"
     utils.HAS_TRITON, utils.triton, utils.tl, utils.tldevice = True, triton, tl, _libdevice()
@@ -169,11 +290,38 @@ def _shim() -> dict[str, types.ModuleType]:
     return {"vllm": package, SHIM_MODULE: utils}
 
 
+def _vllm_modules(root: Path, tree: ast.Module) -> dict[str, types.ModuleType]:
+    """sys.modules entries for everything the kernel file imports from vLLM: the stand-in, each other
+    module built from its file (with only what is imported from it), and empty packages above them."""
+    modules = _shim()
+    done: dict = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "vllm"):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "vllm" for a in node.names):
+                raise CannotLoad(f"the kernel file imports {', '.join(a.name for a in node.names)} whole; the kit "
+                                 "loads only names taken from vLLM's modules")
+            continue
+        if node.module == SHIM_MODULE:
+            unknown = [a.name for a in node.names if a.name not in SHIM_NAMES]
+            if unknown:
+                raise CannotLoad(f"the kernel file takes {', '.join(unknown)} from {SHIM_MODULE}; the kit's stand-in "
+                                 f"has {', '.join(SHIM_NAMES)}")
+            continue
+        modules[node.module] = load_partial(root, node.module, [a.name for a in node.names], done)
+        parts = node.module.split(".")
+        for i in range(2, len(parts)):
+            package = ".".join(parts[:i])
+            if package not in modules:
+                empty = types.ModuleType(package)
+                empty.__path__ = []
+                modules[package] = empty
+    return modules
+
+
 @contextlib.contextmanager
-def _shimmed_vllm():
-    shim = _shim()
-    saved = {name: sys.modules.get(name) for name in shim}
-    sys.modules.update(shim)
+def _vllm_in_sys_modules(modules: dict[str, types.ModuleType]):
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
     try:
         yield
     finally:
@@ -185,7 +333,8 @@ def _shimmed_vllm():
 
 
 def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
-    """vLLM's ``sample/gumbel.py`` from `tree` (see :func:`find_tree`), as a module of this process.
+    """vLLM's ``sample/gumbel.py`` from `tree` (see :func:`find_tree`), as a module of this process, with
+    what it imports from vLLM (see the module's docstring).
 
     Loaded once per file content and backend; the module is named ``labkit_vllm_gumbel_<sha8>`` and
     its ``__file__`` is the file in the tree.
@@ -195,19 +344,16 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
                                "(it installs on Linux)")
     root = find_tree(tree)
     path = root / KERNEL_FILE
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    source = read_source(path)
+    digest = hashlib.sha256(source.encode()).hexdigest()
     key = (digest, "interpreter" if backends.KERNELS_INTERPRETED else "compiled")
     if key in _LOADED:
         return _LOADED[key]
-    try:
-        _check_imports(path)
-    except SyntaxError as err:
-        raise LabkitInputError(f"{path} is not Python the kit can read: SyntaxError: {err.msg} "
-                               f"(line {err.lineno})") from err
+    modules = _vllm_modules(root, parse(path))
     name = f"labkit_vllm_gumbel_{digest[:8]}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    with _shimmed_vllm():
+    with _vllm_in_sys_modules(modules):
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)

@@ -1,20 +1,18 @@
-"""The audit of the pinned releases as a record: the GPU section ``upstream_audit`` and its CPU twin.
+"""The release matrix: every vLLM release from the first with Model Runner V2's sampling kernel to the newest
+on the index, audited, as a record; and its rendering.
 
-    audit_releases(trees) -> dict     every pinned release found under `trees`, audited on this backend
-    python -m labkit upstream record  write CPU_RECORD (Triton's interpreter) from build/vllm-trees/
-    python -m labkit upstream record --merge-gpu FILE
-                                      take the section of a GPU run's record (``python -m labkit gpu
-                                      --sections upstream_audit``) into labkit/data/gpu/h200.json
-    load_cpu_record() -> dict | None  the committed CPU record
-    verdict_table(section) -> str     one line per release: the three verdicts (notebook 06 prints it)
-    case_lines(section) -> list[str]  per release, what the padded row holding -1 touched
-    renderers() / DOC                 the ``<!-- upstream:verdicts -->`` block of docs/VLLM_MAP.md,
-                                      rendered from the records (``make refresh`` rewrites it)
+    python -m labkit upstream matrix [--record] [--releases A,B]   fetch and audit, print (and record) it
+    audit_releases(trees, versions) -> dict     one section: each release's verdict, parts and evidence
+    load_cpu_record() -> dict | None            the committed record (Triton's interpreter)
+    matrix_table(section) -> str                a line per release: the verdict first, then each part
+    render_matrix() / renderers()               the ``<!-- upstream:matrix -->`` block of docs/VLLM_MAP.md
 
-On the GPU box the same function runs compiled, as a section of ``python -m labkit gpu``
-(:mod:`labkit.gpu.sections`), from the extracted files the caller carries (``build/vllm-trees/``
-or ``LABKIT_VLLM_TREES``; the box has no network). Each release's entry keeps the tree's
-provenance (version, commit, the wheel's sha256), so the record says which code it ran.
+The CPU record (``labkit/data/cpu/upstream_audit.json``) is written by ``python -m labkit upstream
+matrix --record`` under ``LABKIT_BACKEND=interpreter``: every release's few files read from the
+index (:mod:`labkit.upstream.fetch`), then the whole audit (:mod:`labkit.upstream.report`). On the
+GPU box, which has no network, the same audit runs compiled as a section of ``python -m labkit gpu``
+(:mod:`labkit.gpu.sections`) over the trees carried in ``build/vllm-trees/`` (or
+``LABKIT_VLLM_TREES``), and ``python -m labkit record merge`` takes it into the H200 record.
 """
 
 from __future__ import annotations
@@ -24,38 +22,73 @@ import json
 import os
 import platform
 import sys
+import textwrap
+import time
 from pathlib import Path
 
-from labkit import paths, records
-from labkit.upstream.fetch import TREES, cached
-from labkit.upstream.releases import RELEASES
+from labkit import records
+from labkit.upstream.fetch import TREES, FetchError, audited_releases, cached, fetch_release, index_releases
 
 CPU_RECORD = records.CPU_UPSTREAM
 TREES_ENV = "LABKIT_VLLM_TREES"
+DOC = records.paths.DOCS / "VLLM_MAP.md"
 
 
 def trees_folder() -> Path:
     return Path(os.environ.get(TREES_ENV) or TREES)
 
 
-def audit_releases(trees: Path | None = None) -> dict:
-    """{"releases": {version: audit JSON or {"error": ...}}, "trees": folder} for every pinned release."""
+def _entry(tree: Path) -> dict:
+    """One release's row of the matrix: the verdict, each part with its evidence, and where the files came from."""
     from labkit.upstream.report import audit_tree
 
+    audit = audit_tree(tree)
+    word, why = audit.verdict()
+    fetched = audit.provenance.get("fetched_from") or {}
+    return {"verdict": word, "why": why, "parts": audit.parts(),
+            "kernel_api": None if audit.api is None else audit.api.name,
+            "backend": None if audit.kernel is None else audit.kernel.backend,
+            "commit": audit.provenance.get("commit"), "uploaded": fetched.get("uploaded"),
+            "wheel": fetched.get("wheel"), "wheel_sha256_listed": fetched.get("wheel_sha256_listed")}
+
+
+def audit_releases(trees: Path | None = None, versions=None, log=None) -> dict:
+    """{"releases": {version: entry or {"error": ...}}, "trees": folder}: the releases already in `trees`
+    (default: every one there), audited on this process's backend."""
     folder = Path(trees) if trees is not None else trees_folder()
+    if versions is None:
+        versions = sorted((p.name for p in folder.iterdir() if cached(p.name, folder)),
+                          key=lambda v: tuple(int(x) for x in v.split("."))) if folder.is_dir() else []
     out: dict = {"trees": str(folder), "releases": {}}
-    for version in RELEASES:
+    for version in versions:
         tree = cached(version, folder)
         if tree is None:
-            out["releases"][version] = {"error": f"no extracted files of vllm=={version} under {folder}: run "
-                                                 f"`python -m labkit upstream fetch` where the registry is "
-                                                 f"reachable and carry {folder.name}/"}
+            out["releases"][version] = {"error": f"no files of vllm=={version} under {folder}: run `python -m labkit "
+                                                 f"upstream fetch {version}` where the index is reachable and carry "
+                                                 f"{folder.name}/"}
             continue
-        out["releases"][version] = audit_tree(tree).to_json()
+        start = time.monotonic()
+        out["releases"][version] = _entry(tree)
+        if log:
+            entry = out["releases"][version]
+            log(f"{version}: {entry['verdict']} ({time.monotonic() - start:.0f} s)")
     return out
 
 
-def write_cpu_record(path: Path = CPU_RECORD, trees: Path | None = None) -> Path:
+def matrix(trees: Path | None = None, versions=None, log=None) -> dict:
+    """Fetch (where missing) and audit every release from the first with the sampling kernel to the newest."""
+    folder = Path(trees) if trees is not None else trees_folder()
+    known = index_releases()
+    wanted = list(versions) if versions else [r.version for r in audited_releases(known)]
+    for version in wanted:
+        fetch_release(version, folder, releases=known, log=log)
+    section = audit_releases(folder, wanted, log=log)
+    section["index"] = {"releases_from_first_kernel": [r.version for r in audited_releases(known)],
+                        "newest": known[-1].version if known else None}
+    return section
+
+
+def write_cpu_record(section: dict, seconds: float, path: Path = CPU_RECORD) -> Path:
     import torch
     import triton
 
@@ -63,17 +96,14 @@ def write_cpu_record(path: Path = CPU_RECORD, trees: Path | None = None) -> Path
 
     if not backends.KERNELS_INTERPRETED:
         raise SystemExit("the CPU record is the interpreter's: run with LABKIT_BACKEND=interpreter on a CPU")
-    data = audit_releases(trees)
-    data["trees"] = "build/vllm-trees"  # where the files were, relative to the kit (not this machine's path)
-    for entry in data["releases"].values():
-        if "tree" in entry:
-            entry["tree"]["tree"] = "build/vllm-trees/" + Path(entry["tree"]["tree"]).name
+    section = dict(section, trees="build/vllm-trees")  # where the files were, relative to the kit
     record = {"provenance": {"device": "cpu (Triton's interpreter)", "torch": torch.__version__,
                              "triton": triton.__version__, "python": platform.python_version(),
                              "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                             "command": "LABKIT_BACKEND=interpreter python -m labkit upstream record"},
-              "upstream_audit": data}
-    path.write_text(json.dumps(record, indent=1) + "\n")
+                             "command": "LABKIT_BACKEND=interpreter python -m labkit upstream matrix --record",
+                             "seconds": round(seconds), **records.kit_commit()},
+              "upstream_audit": section}
+    records.write(path, record)
     return path
 
 
@@ -81,43 +111,53 @@ def load_cpu_record(path: Path = CPU_RECORD) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def verdict_table(section: dict | None) -> str:
-    """The verdicts per release of an ``upstream_audit`` section, one line each."""
+def _part_word(part: dict) -> str:
+    return {"no slot store": "stores nothing by slot", "masked": "masks -1", "unmasked": "unmasked",
+            "fills": "-1", "no fill": "none", "absent": "no DFlash", "pads -1": "-1", "unknown": "not judged"}.get(
+        part["state"], part["state"].replace("pads slot ", "slot ") if part["state"].startswith("pads slot") else "?")
+
+
+def matrix_table(section: dict | None) -> str:
+    """One line per release: the verdict first, then what decided it, part by part."""
     if not section:
         return "no audit recorded"
-    yes = {True: "yes", False: "no", None: "n/a"}
-    lines = [f"{'vLLM':<8} {'commit':<11} {'kernel API':<17} {'masks padded rows':<18} "
-             f"{'stale slots corrupt':<20} {'speculator fills -1':<19} run"]
+    lines = [f"{'vLLM':<8} {'uploaded':<10} {'verdict':<15} {'kernel (q by slot)':<22} {'host fill':<10} DFlash pad"]
     for version, entry in section["releases"].items():
         if "error" in entry:
-            lines.append(f"{version:<8} {entry['error']}")
+            lines.append(f"{version:<8} {'':<10} {'could not audit':<15} {entry['error'][:80]}")
             continue
-        v, tree = entry["verdicts"], entry["tree"]
-        run = entry["kernel"]["backend"] if entry.get("kernel") else "not run"
-        lines.append(f"{version:<8} {str(tree.get('commit')):<11} {str(entry['kernel_api']):<17} "
-                     f"{yes[v['kernel_masks_padded_rows']]:<18} {yes[v['stale_slots_still_corrupt']]:<20} "
-                     f"{yes[v['speculator_fills_padded_rows_with_minus_1']]:<19} {run}")
+        parts = entry["parts"]
+        lines.append(f"{version:<8} {str(entry.get('uploaded') or ''):<10} {entry['verdict']:<15} "
+                     f"{_part_word(parts['kernel']):<22} {_part_word(parts['host_fill']):<10} "
+                     f"{_part_word(parts['dflash_pad'])}")
     return "\n".join(lines)
 
 
-def case_lines(section: dict) -> list[str]:
-    """Per release: what the padded row holding -1 touched outside the buffers, and what the row
-    holding a live slot overwrote (the stale case's first poison), from an ``upstream_audit`` section."""
-    out = []
-    for version, entry in section["releases"].items():
-        kernel = entry.get("kernel")
-        if not kernel:
-            out.append(f"vLLM {version}: {entry.get('error') or entry.get('kernel_problem')}")
-            continue
-        out.append(f"vLLM {version} ({kernel['backend']}):")
-        out += [f"  slot -1: {s}" for s in kernel["filled"]["sentences"]] or \
-            ["  slot -1: nothing outside the buffers, no live record changed"]
-        out += [f"  live slot: {s}" for s in kernel["stale"]["sentences"] if "[poison stale" in s]
-    return out
+def first_of(section: dict, verdict: str) -> str | None:
+    return next((v for v, e in section["releases"].items() if e.get("verdict") == verdict), None)
 
 
-GPU_RECORD = records.GPU
-DOC = paths.DOCS / "VLLM_MAP.md"
+def summary(section: dict) -> str:
+    """Which releases are affected, from when to when, in words (the record's own dates)."""
+    rel = section["releases"]
+    affected = [v for v, e in rel.items() if e.get("verdict") == "affected"]
+    fixed = [v for v, e in rel.items() if e.get("verdict") == "not affected"]
+    na = [v for v, e in rel.items() if e.get("verdict") == "not applicable"]
+    unknown = [v for v, e in rel.items() if "error" in e or e.get("verdict") == "could not audit"]
+    words = []
+    if na:
+        words.append(f"{na[0]} to {na[-1]} store nothing by slot (not applicable)" if len(na) > 1 else
+                     f"{na[0]} stores nothing by slot (not applicable)")
+    if affected:
+        words.append(f"{affected[0]} (uploaded {rel[affected[0]].get('uploaded')}) to {affected[-1]} (uploaded "
+                     f"{rel[affected[-1]].get('uploaded')}) are affected" if len(affected) > 1 else
+                     f"{affected[0]} is affected")
+    if fixed:
+        words.append(f"{fixed[0]} (uploaded {rel[fixed[0]].get('uploaded')}) to {fixed[-1]} are not affected"
+                     if len(fixed) > 1 else f"{fixed[0]} is not affected")
+    if unknown:
+        words.append(f"could not audit {', '.join(unknown)}")
+    return "; ".join(words) + "."
 
 
 def gpu_section() -> dict | None:
@@ -127,58 +167,60 @@ def gpu_section() -> dict | None:
     return upstream_audit(load_record())
 
 
-def render_verdicts() -> str:
+def render_matrix() -> str:
     cpu = load_cpu_record()
     parts = []
     if cpu:
-        p = cpu["provenance"]
-        parts.append(f"On the CPU ({p['device']}, torch {p['torch']}, Triton {p['triton']}, {p['date'][:10]}):\n\n"
-                     "```\n" + verdict_table(cpu["upstream_audit"]) + "\n```")
+        p, section = cpu["provenance"], cpu["upstream_audit"]
+        newest = section.get("index", {}).get("newest")
+        said = (f"Every release from the first with Model Runner V2's sampling kernel to the newest on the index "
+                f"when it ran ({newest}), in Triton's CPU interpreter ({p['date'][:10]}, torch {p['torch']}, Triton "
+                f"{p['triton']}; `{p['command']}`, {p.get('seconds', '?')} s): " + summary(section))
+        parts.append(textwrap.fill(said, 100, break_long_words=False, break_on_hyphens=False)
+                     + "\n\n```\n" + matrix_table(section) + "\n```")
     gpu = gpu_section()
     if gpu:
         p = gpu["provenance"] or {}
         parts.append(f"Compiled ({p.get('device')}, torch {p.get('torch')}, Triton {p.get('triton')}, "
-                     f"{str(p.get('date'))[:10]}):\n\n```\n" + verdict_table(gpu) + "\n```")
+                     f"{str(p.get('date'))[:10]}), the first affected, the first fixed and the newest release:"
+                     "\n\n```\n" + matrix_table(gpu) + "\n```")
     else:
-        parts.append("Compiled on a GPU: not recorded yet (`labkit/upstream/gpu_audit.sh`).")
+        parts.append("Compiled on a GPU: not recorded yet (docs/MAINTAINING.md says how).")
     return "\n\n".join(parts)
 
 
 def renderers() -> dict:
-    return {"upstream:verdicts": render_verdicts}
-
-
-def merge_gpu_run(run_file: Path, into: Path = GPU_RECORD) -> Path:
-    """Put the ``upstream_audit`` section of a GPU run's record into the kit's GPU record
-    (:func:`labkit.records.merge_run`), once it holds every pinned release."""
-    new = records.read(run_file)
-    section = new.get("upstream_audit")
-    if not isinstance(section, dict) or "error" in section:
-        raise SystemExit(f"{run_file} has no usable upstream_audit section: {section!r:.300}")
-    failed = [v for v, entry in section.get("releases", {}).items() if "error" in entry]
-    if failed:
-        raise SystemExit(f"{run_file}: the run found no files for {', '.join(failed)} (carry build/vllm-trees/)")
-    records.merge_run(run_file, into, ["upstream_audit"], "audit-vllm run again")
-    return into
+    return {"upstream:matrix": render_matrix}
 
 
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m labkit upstream record", description=__doc__,
+    from labkit import backends
+
+    parser = argparse.ArgumentParser(prog="python -m labkit upstream matrix", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trees", nargs="?", default=None, help="the extracted release files (default: "
-                        f"${TREES_ENV} or build/vllm-trees)")
-    parser.add_argument("--merge-gpu", metavar="FILE", default=None,
-                        help="a GPU run's gpu_benchmarks.json to merge into labkit/data/gpu/h200.json")
+    parser.add_argument("--releases", default="", help="comma-separated releases (default: every one from the first "
+                                                       "with the sampling kernel to the newest on the index)")
+    parser.add_argument("--trees", default=None, help=f"where the releases' files are kept (default: ${TREES_ENV} "
+                                                      "or build/vllm-trees)")
+    parser.add_argument("--record", action="store_true", help=f"write {CPU_RECORD.relative_to(records.paths.REPO)} "
+                                                              "(Triton's interpreter only)")
     args = parser.parse_args(argv)
-    if args.merge_gpu:
-        print(f"merged the upstream_audit section into {merge_gpu_run(Path(args.merge_gpu))}")
-    else:
-        print(write_cpu_record(trees=Path(args.trees) if args.trees else None))
-    print("now render what reads it (docs/VLLM_MAP.md, notebook 06): make refresh")
+    if not backends.HAS_TRITON:
+        print("python -m labkit upstream matrix: error: vLLM's kernels are Triton kernels, and Triton is not "
+              "installed here", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    versions = [v.strip() for v in args.releases.split(",") if v.strip()] or None
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731 - progress, one line a release
+    try:
+        section = matrix(Path(args.trees) if args.trees else None, versions, log=log)
+    except FetchError as err:
+        print(f"python -m labkit upstream matrix: error: {err}", file=sys.stderr)
+        return 2
+    print(matrix_table(section))
+    print(summary(section))
+    if args.record:
+        print(f"wrote {write_cpu_record(section, time.monotonic() - start)}; then: make refresh")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,23 +1,23 @@
-"""The vLLM releases the kit's tests audit, named once (tests, the GPU section and the docs read them here).
+"""Releases the kit's tests audit by name: a small set of the release matrix, chosen for what each shows.
 
-* ``FIXED``: the newest release when this was written (PyPI's list of vllm releases, read on
-  2026-12-02, ends at 0.33.0, its x86_64 wheel uploaded 2026-11-02 10:13 UTC); its sampling kernel
-  masks rows whose slot is -1 and its speculator fills the padded rows of ``idx_mapping`` with -1
-  (vLLM PR #47066).
-* ``UNMASKED``: the newest release before 2026-06-30 that has Model Runner V2's slot-indexed draft
-  sampling without the mask. PyPI lists the 0.24.0 x86_64 wheel as uploaded 2026-06-30 01:18 UTC,
-  before the fix was merged (3cecee40, 18:25 UTC the same day; 0.25.0 followed on 2026-07-11); its
-  ``vllm/v1/worker/gpu/sample/gumbel.py`` stores ``processed_logits_ptr + req_state_idx *
-  processed_logits_stride`` with only the vocabulary mask (read in the wheel
-  ``vllm-0.24.0-cp38-abi3-manylinux_2_28_x86_64.whl``, whose ``vllm/_version.py`` names commit
-  ``ee0da84ab``).
+The matrix itself (:mod:`labkit.upstream.record`) takes every release from the index, so no list of
+all releases is kept here. These are the releases the unit tests fetch at test time (a few hundred kB
+each), each for a part of the verdict; which verdict each gets is not written here: the tests derive
+it by running the kit's own buggy and fixed kernels in the same scenario, and by reading the files.
 
-Which verdict each release gets is not written here: the tests derive it by running the kit's own
-buggy and fixed kernels in the same scenario.
+* ``NO_SLOT_STORE``: its ``gumbel_sample`` takes no slot-indexed output (not applicable).
+* ``UNMASKED``: the newest release whose kernel stores q by slot without a mask and whose DFlash pads
+  with 0: its speculator writes no -1 either (affected, every part of the fix missing).
+* ``FIRST_FIXED``: the first release with all three parts of the fix.
+* ``CACHE_API``: a kernel whose q is a logits cache and whose signature has no ``is_drafting``.
+* ``IMPORTS_HELPER``: a kernel file that imports a helper from another file of Model Runner V2.
 """
 
 from __future__ import annotations
 
-FIXED = "0.33.0"
+NO_SLOT_STORE = "0.17.0"
 UNMASKED = "0.24.0"
-RELEASES = (FIXED, UNMASKED)
+FIRST_FIXED = "0.25.0"
+CACHE_API = "0.28.0"
+IMPORTS_HELPER = "0.34.0"
+RELEASES = (NO_SLOT_STORE, UNMASKED, FIRST_FIXED, CACHE_API, IMPORTS_HELPER)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from labkit.viz import cpu_timing, race_plots, timing_plots
 from labkit.viz.bench_plots import bench_figure
+from labkit.viz.fixed_map import moving_parts_fixed
 from labkit.viz.gpu_records import load_record, staircase_data
 from labkit.viz.mapping_plots import compare_mappings, launched_width, mapping_grid
 from labkit.viz.moving_parts import moving_parts
@@ -123,7 +124,7 @@ def write_explaining_figures(outdir="figures", *, bench=None, bench_prompts: int
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [save_png(draw_learner_figure("moving_parts.png"), out / "moving_parts.png"),
-             save_png(moving_parts(show_fix=True), out / "moving_parts_fixed.png")]
+             save_png(moving_parts_fixed(), out / "moving_parts_fixed.png")]
 
     runs = engine_source(explorer_prompts)
     before, after = runs(DrafterConfig().before_fix()), runs(DrafterConfig().with_pr_fix())

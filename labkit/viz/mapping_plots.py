@@ -24,7 +24,7 @@ from labkit.errors import LabkitInputError
 from labkit.viz.style import add_caption, legible, run_caption
 
 LIVE, PAD_COLLIDES, PAD_STALE, PAD_EMPTY, NOT_LAUNCHED = range(5)
-KIND_LABELS = {
+_KIND_LABELS = {
     LIVE: "live row (its request's slot)",
     PAD_COLLIDES: "padded row, stale slot of a LIVE request (overwrites its q)",
     PAD_STALE: "padded row, stale slot of a free request (harmless write)",
@@ -98,7 +98,7 @@ def launched_width(launches) -> int:
 
 def kind_legend_handles(kinds=None) -> list[Patch]:
     shown = range(5) if kinds is None else sorted(set(int(k) for k in np.unique(kinds)))
-    return [Patch(facecolor=KIND_COLORS[k], edgecolor="#555555", label=KIND_LABELS[k]) for k in shown]
+    return [Patch(facecolor=KIND_COLORS[k], edgecolor="#555555", label=_KIND_LABELS[k]) for k in shown]
 
 
 def _cell_points(ax, grid: MappingGrid) -> tuple[float, float]:
@@ -190,7 +190,7 @@ def _kinds_legend(fig: Figure, kinds, ncol: int):
 
 def mapping_heatmap(launches_or_grid, *, title: str = "idx_mapping as the sampling kernel saw it",
                     highlight: int | None = None, width: int | None = None, source: str | None = None) -> Figure:
-    """The mapping buffer over steps: live rows, padded rows with a stale slot, padded rows with -1.
+    """The mapping buffer over steps: live rows, padded rows with a stale slot, padded rows that hold no request.
 
     `source`: the provenance line under the figure (default: the labkit backend and device in use).
     """

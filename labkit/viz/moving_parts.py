@@ -1,8 +1,8 @@
 """A map of the moving parts on one screen: which buffers exist, who indexes them by row or by slot,
 where the CUDA graph's boundary is, and where the bug is.
 
-    moving_parts()               -> Figure   the learner's map: marks the bug's three places (red, 1-3)
-    moving_parts(show_fix=True)  -> Figure   the same, with the three parts of the PR's fix (FIX 1-3)
+    moving_parts()               -> Figure   marks the bug's three places (red, 1-3)
+    moving_parts(notes)          -> Figure   the same, with a bold line of `notes` under each place
 
 Blue boxes are indexed by batch row, orange ones by request slot. The arrows from the kernel (one
 program per row: blue) into ``draft_logits`` (orange) are the stores of q, by ``slot =
@@ -10,11 +10,13 @@ idx_mapping[row]``: the orange one a live row's store into its own request's slo
 the bug, padded row 7 whose stale entry names slot 7, which is live again. The load of
 ``temperature[slot]`` crosses the other way, through the same translation.
 
-The default figure is shown before the exercises (notebook 00), so it says where the bug is and
-not how it is fixed; notebook 03 shows the fix after them.
+It is shown before the exercises (notebook 00), so it says where the bug is and nothing more;
+notebook 03 draws it again with its own notes (:mod:`labkit.viz.fixed_map`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
@@ -28,24 +30,17 @@ _CODE_PREFIXES = ("idx", "temp", "seeds", "draft", "input", "target", "q =")
 WIDTH, HEIGHT = 12.0, 7.0  # inches; the axes' data coordinates are inches too, so the layout reads as sizes
 LINE = 0.165  # inches from one line of box text to the next (9 pt text)
 
-# The three places of the bug, and the three parts of the fix that act there.
+# The three places of the bug.
 BUG = {
     1: "padded rows keep the slots of an\nearlier, larger batch (stale)",
     2: "padded row 7\n(stale slot 7,\nlive again)",
     3: "padded sample rows: what do they\nhold? (exercise (c) asks)",
 }
-FIX = {
-    1: "FIX 1: idx_mapping[num_reqs:] = -1",
-    2: "FIX 2: skip slot < 0\n(masked loads + store)",
-    3: "FIX 3: pad with -1, not 0",
-}
-
-
 def _line_style(kind: str, code: bool) -> dict:
-    """Text properties of one line of a box: red prose for the bug, bold for the fix, monospace in a box of code."""
+    """Text properties of one line of a box: red prose for the bug, bold for a note, monospace in a box of code."""
     if kind == "bug":
         return {"color": BAD_COLOR}
-    return ({"family": "monospace"} if code else {}) | ({"weight": "bold"} if kind == "fix" else {})
+    return ({"family": "monospace"} if code else {}) | ({"weight": "bold"} if kind == "note" else {})
 
 
 def _box(ax, x, y, w, h, lines, *, face="#ffffff", edge="#444444", dashed=False, gid=None) -> None:
@@ -62,7 +57,7 @@ def _box(ax, x, y, w, h, lines, *, face="#ffffff", edge="#444444", dashed=False,
 
 
 def _badge(ax, x, y, number: int) -> None:
-    """A red disc with the number of one of the bug's places (the fix's parts carry the same numbers)."""
+    """A red disc with the number of one of the bug's places (a note under a place carries its number)."""
     ax.text(x, y, str(number), ha="center", va="center", fontsize=legible(9, ax.figure), weight="bold",
             color="white", bbox={"boxstyle": "circle,pad=0.25", "facecolor": BAD_COLOR, "edgecolor": "none"})
 
@@ -81,28 +76,32 @@ def _region(ax, x, w, title, *, face="#fafafa", edge="#999999", dashed=False, co
             color=color)
 
 
-def _host(ax, show_fix: bool) -> None:
+def _note(notes: dict[int, str], place: int) -> list:
+    return [("note", notes[place])] if place in notes else []
+
+
+def _host(ax, notes: dict[int, str]) -> None:
     """The step's inputs, for exactly num_reqs requests."""
     _region(ax, 0.1, 3.2, "host, every step\n(exact num_reqs)")
     _box(ax, 0.3, 5.35, 2.8, 0.55, ["scheduler: live requests in\nbatch order -> their slots"])
     _box(ax, 0.3, 3.95, 2.8, 1.05, ["idx_mapping[:num_reqs] = slots", ("bug", BUG[1])]
-         + ([("fix", FIX[1])] if show_fix else []), face=ROW_FACE, edge=BAD_COLOR, gid="idx_mapping")
+         + _note(notes, 1), face=ROW_FACE, edge=BAD_COLOR, gid="idx_mapping")
     _box(ax, 0.3, 2.55, 2.8, 1.05, ["DFlash-style: sample_idx_mapping", ("bug", BUG[3])]
-         + ([("fix", FIX[3])] if show_fix else []), face=ROW_FACE, edge=BAD_COLOR, gid="sample_idx_mapping")
+         + _note(notes, 3), face=ROW_FACE, edge=BAD_COLOR, gid="sample_idx_mapping")
     _box(ax, 0.3, 1.0, 2.8, 0.6, ["temperature, seeds\n(copied whole)"], face=SLOT_FACE, gid="temperature")
     _badge(ax, 0.3, 5.0, 1)
     _badge(ax, 0.3, 3.6, 3)
     _arrow(ax, (1.7, 5.31), (1.7, 5.04))
 
 
-def _graph(ax, show_fix: bool) -> None:
+def _graph(ax, notes: dict[int, str]) -> None:
     """Inside the graph: num_reqs_padded rows, and the two stores into q (a live row's, a padded row's)."""
     _region(ax, 3.5, 4.9, "inside the CUDA graph: num_reqs_padded rows\n(a batch of 7 replays the graph captured "
             "for 8)", face=GRAPH_FACE, edge=GRAPH_EDGE, dashed=True, color=GRAPH_TITLE)
     _box(ax, 3.68, 5.2, 1.8, 0.65, ["draft model forward\nover input_tokens[row]"], face=ROW_FACE)
     _box(ax, 6.12, 4.15, 2.1, 1.7, ["Gumbel sampling kernel", "one program per row", "slot = idx_mapping[row]",
                                    "T = temperature[slot]", "q = logits[row] / T"]
-         + ([("fix", FIX[2])] if show_fix else []), face=ROW_FACE, gid="kernel")
+         + _note(notes, 2), face=ROW_FACE, gid="kernel")
     _box(ax, 3.68, 1.0, 1.8, 0.5, ["draft_tokens[row, step]"], face=ROW_FACE)
     _box(ax, 6.0, 1.0, 2.2, 1.2, ["draft_logits[slot, step, :]", "(this is q)", ("bug", "padded rows holding a\n"
                                   "live slot overwrite it")], face=SLOT_FACE, edge=BAD_COLOR, gid="draft_logits")
@@ -133,20 +132,24 @@ def _verification(ax) -> None:
     _arrow(ax, (10.25, 2.71), (10.25, 1.54))
 
 
-def moving_parts(show_fix: bool = False) -> Figure:
+def moving_parts(notes: Mapping[int, str] | None = None) -> Figure:
     """One screen: which buffers exist, who indexes them by row or by slot, where the graph is, where the bug is.
 
-    The default marks the bug's three places (1: the stale entries of idx_mapping, 2: the padded
-    row's store into a live slot, 3: DFlash's pad value) without saying how they are fixed: it is
-    shown before the exercises. `show_fix` adds the three parts of the PR's fix, FIX 1-3, where they act.
+    It marks the bug's three places (1: the entries of idx_mapping, 2: the padded row's store into a
+    live slot, 3: DFlash's padded sample rows). `notes`: a bold line to add in the box of a place,
+    by its number.
     """
     fig = Figure(figsize=(WIDTH, HEIGHT))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, WIDTH)
     ax.set_ylim(0, HEIGHT)
     ax.axis("off")
-    _host(ax, show_fix)
-    _graph(ax, show_fix)
+    notes = dict(notes or {})
+    unknown = sorted(set(notes) - set(BUG))
+    if unknown:
+        raise ValueError(f"moving_parts: no place numbered {unknown}; the places are {sorted(BUG)}")
+    _host(ax, notes)
+    _graph(ax, notes)
     _verification(ax)
     handles = [Patch(facecolor=ROW_FACE, edgecolor="#444444", label="indexed by batch row"),
                Patch(facecolor=SLOT_FACE, edgecolor="#444444", label="indexed by request slot"),

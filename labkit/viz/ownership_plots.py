@@ -6,7 +6,7 @@
 
 The arrows follow the mapping (the kit's kernels store where it says), or, with ``stores=`` (row ->
 the rows of draft_logits it stored into), what a kernel really did: a learner's kernel may store
-nowhere, into two slots, or before the buffer (slot -1: an arrow to the guard memory there).
+nowhere, into two slots, or outside the buffer (an arrow to the guard memory there).
 
 Colours: blue is a live row (indexed by batch row), orange a request slot; red marks a padded row's
 store over a live request's q, the one thing that corrupts output.
@@ -34,9 +34,9 @@ OWNER_LABELS = {
     STALE_WRITE: "q of a free slot, stored into anyway",
     NO_WRITE: "not written in this launch",
 }
-EDGE_NAMES = {LIVE: "live", PAD_COLLIDES: "collides", PAD_STALE: "stale", PAD_EMPTY: "masked"}
+EDGE_NAMES = {LIVE: "live", PAD_COLLIDES: "collides", PAD_STALE: "stale", PAD_EMPTY: "empty"}
 # With `stores=`: "guard" is a store outside draft_logits' rows, "none" a row that stored nothing.
-NO_STORE_KINDS = ("masked", "none")
+NO_STORE_KINDS = ("empty", "none")
 
 
 @dataclass
@@ -101,7 +101,7 @@ def _store_edges(launch, values: np.ndarray, stores: dict[int, list[int]]) -> li
 def ownership(launch, *, stores: dict[int, list[int]] | None = None) -> Ownership:
     """Classify each (slot, draft step) of one launch, and say in words which q were overwritten.
 
-    stores: row -> the rows of draft_logits it stored into (any index, -1 included), where they are
+    stores: row -> the rows of draft_logits it stored into (any index, outside the buffer too), where they are
     not what the mapping says; the arrows then follow them.
     """
     if launch.writer is None:

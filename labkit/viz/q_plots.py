@@ -96,10 +96,11 @@ def _first_shared_slot(record) -> int:
     return next((int(s) for s in padded if int(s) in record.live_slots), record.live_slots[0])
 
 
-def timeline_q_pair(run=None, *, launch: int = -1, slot: int | None = None, step: int = 0) -> QPair:
+def timeline_q_pair(run=None, *, launch: int | None = None, slot: int | None = None, step: int = 0) -> QPair:
     """q used vs drawn at one launch of a timeline run (default: docs/MECHANICS.md's, before the fix).
 
-    `run` is a :func:`labkit.bench.runs.timeline_run`, which keeps each step's inputs and drafted tokens.
+    `run` is a :func:`labkit.bench.runs.timeline_run`, which keeps each step's inputs and drafted tokens;
+    `launch` indexes its launches (default: the last).
     `p` is the target model's distribution given the same characters the drafter saw (its
     16-character window) plus the tokens drafted before `step`. `slot` defaults to the first live
     slot a padded row also stores to.
@@ -113,6 +114,7 @@ def timeline_q_pair(run=None, *, launch: int = -1, slot: int | None = None, step
     from labkit.backends import default_device
     from labkit.models import shared_toy_models
 
+    launch = len(run.launches) - 1 if launch is None else launch
     record, inputs, drafts = run.launches[launch], run.inputs[launch], run.drafts[launch]
     slot = slot if slot is not None else _first_shared_slot(record)
     if slot not in record.live_slots:

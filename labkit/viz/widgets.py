@@ -1,4 +1,4 @@
-"""The stale-mapping explorer: a step slider, a drafter, and (after the exercises) one toggle per part of the fix.
+"""The stale-mapping explorer: a step slider and a drafter, over one recorded run per setting.
 
 The logic is plain functions of a step and a drafter configuration, testable without a browser:
 :func:`explorer_state` says what to draw for them, from a recorded run of
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from matplotlib.figure import Figure
 
 from labkit.bench.runs import RunSource, engine_source
-from labkit.config import DRAFTERS, DrafterConfig, FixSwitches
+from labkit.config import DRAFTERS, DrafterConfig
 from labkit.speculator import LaunchRecord
 from labkit.viz.mapping_plots import MappingGrid, draw_mapping, kind_legend_handles, launched_width, mapping_grid
 from labkit.viz.ownership_plots import draw_ownership, ownership
 from labkit.viz.q_plots import QPair, draw_q, q_pair
 from labkit.viz.style import BAD_COLOR, add_caption, legible, run_caption
 
-__all__ = ["ExplorerView", "explorer_state", "explorer_figure", "overwrite_summary", "FIX_SETTINGS", "Explorer"]
+__all__ = ["ExplorerView", "explorer_state", "explorer_figure", "Explorer"]
 
 
 @dataclass
@@ -112,113 +112,93 @@ def render_png(fig) -> bytes:
 
 
 class Explorer:
-    """Slider + toggles -> :func:`explorer_state` -> one PNG (an ``Image`` widget) and a caption.
+    """Slider + drafter -> :func:`explorer_state` -> one PNG (an ``Image`` widget) and a caption.
 
     An ``Image`` widget rather than an ``Output`` widget: its value is set directly, so it works
-    (and can be tested) outside a running kernel.
+    (and can be tested) outside a running kernel. What it draws always follows the widgets: a change
+    that arrives while a view is being drawn is drawn next, and a setting that cannot be drawn says
+    why in the caption instead of leaving the last view up.
     """
 
     def __init__(self, source: RunSource | None = None, *, step: int | None = None,
-                 config: DrafterConfig | None = None, caption: str | None = None, fix_toggles: bool = True):
-        """`config`: the run shown first (default: the source's drafter before the fix).
+                 config: DrafterConfig | None = None, caption: str | None = None):
+        """`config`: the run shown first (default: the source's drafter before the fix); the drop-down
+        changes its drafter and nothing else.
 
         `caption`: where the runs of `source` were computed (default: the backend in use now);
         pass :func:`~labkit.viz.style.run_caption` taken where the source ran, if that differs.
-
-        `fix_toggles=False` leaves out the toggles and the DFlash pad (notebook 02 shows the bug
-        before the learner writes the fix: the toggles' labels would give it away); the runs then
-        keep the fix switches of `config`.
         """
         import ipywidgets as w
 
         self.source = source or engine_source()
-        config = config or self.source.base.before_fix()
+        self.first_config = config or self.source.base.before_fix()
         self.provenance = caption
-        self.fix_toggles, self._fix = fix_toggles, config.fix
         if step is None:
-            step = first_collision_step(self.source, config)
+            step = first_collision_step(self.source, self.first_config)
         self.step = w.IntSlider(value=0, min=0, max=max(step, 1), description="step", continuous_update=False)
-        self.drafter = w.Dropdown(options=list(DRAFTERS), value=config.drafter, description="drafter")
-        fix = config.fix
-        if fix_toggles:
-            self.fill = w.Checkbox(value=fix.fill_padding, description="fill padded rows with -1", indent=False)
-            self.mask = w.Checkbox(value=fix.mask_kernel, description="mask the kernel (slot >= 0)", indent=False)
-            self.dflash_pad = w.Dropdown(options=[0, -1], value=fix.dflash_pad, description="DFlash pad",
-                                         disabled=config.drafter != "dflash")
+        self.drafter = w.Dropdown(options=list(DRAFTERS), value=self.first_config.drafter, description="drafter")
         self.image = w.Image(format="png")
         self.caption = w.HTML()
         self.state: ExplorerView | None = None
+        self.drawn: tuple | None = None  # (config, step) of the view on screen
         self.redraws = 0
         self._pngs: dict[tuple, bytes] = {}  # (config, step) -> rendered view
-        self._busy = False
+        self._drawing = False
         self.step.value = step
-        controls = [self.step, self.drafter] + ([self.fill, self.mask, self.dflash_pad] if fix_toggles else [])
-        for control in controls:
+        for control in self.controls():
             control.observe(self._on_change, names="value")
-        rows = [w.HBox([self.step, self.drafter, self.dflash_pad]), w.HBox([self.fill, self.mask])] if fix_toggles \
-            else [w.HBox([self.step, self.drafter])]
-        self.widget = w.VBox([*rows, self.caption, self.image])
+        self.widget = w.VBox([*self.control_rows(), self.caption, self.image])
         self.redraw()
 
-    def _on_change(self, change) -> None:
-        if not self._busy:
-            self.redraw()
+    def controls(self) -> list:
+        """The widgets whose values choose the view."""
+        return [self.step, self.drafter]
+
+    def control_rows(self) -> list:
+        import ipywidgets as w
+
+        return [w.HBox([self.step, self.drafter])]
 
     def config(self) -> DrafterConfig:
         """The drafter configuration the widgets show now."""
-        fix = self._fix
-        if self.fix_toggles:
-            fix = FixSwitches(fill_padding=self.fill.value, mask_kernel=self.mask.value,
-                              dflash_pad=self.dflash_pad.value)
-        return replace(self.source.base, drafter=self.drafter.value, fix=fix).canonical()
+        return replace(self.first_config, drafter=self.drafter.value).canonical()
+
+    def _on_change(self, change) -> None:
+        # A change made while a view is drawn (the redraw moving the slider into range, or a click
+        # that arrives meanwhile) is picked up by the loop in redraw(), which draws until the view
+        # on screen is the one the widgets ask for.
+        if not self._drawing:
+            self.redraw()
 
     def redraw(self) -> ExplorerView:
-        self._busy = True
+        self._drawing = True
         try:
-            if self.fix_toggles:
-                self.dflash_pad.disabled = self.drafter.value != "dflash"
-            config = self.config()
-            view = explorer_state(self.step.value, config, source=self.source)
-            self.step.max = max(view.num_launches - 1, 1)
-            if view.step != self.step.value and view.num_launches:
-                self.step.value = view.step
-            self.state = view
-            self.caption.value = f"<b>{html.escape(view.label)}</b><br>{html.escape(view.caption)}"
-            key = (config, view.step)
-            if key not in self._pngs:
-                self._pngs[key] = render_png(explorer_figure(view, source=self.provenance))
-            self.image.value = self._pngs[key]
-            self.redraws += 1
+            while True:
+                wanted = (self.config(), self.step.value)
+                self._draw(*wanted)
+                if self.drawn == (self.config(), self.step.value):
+                    return self.state
         finally:
-            self._busy = False
-        return view
+            self._drawing = False
+
+    def _draw(self, config: DrafterConfig, step: int) -> None:
+        try:
+            view = explorer_state(step, config, source=self.source)
+        except Exception as err:  # noqa: BLE001 - shown in the caption; the widgets stay usable
+            view = ExplorerView(step=step, num_launches=0, label=f"{config.drafter}, {config.describe_fix()}",
+                                error=f"{type(err).__name__}: {err}", caption=f"could not draw: {err}")
+        if view.num_launches:
+            self.step.max = max(view.num_launches - 1, 1)
+            if view.step != self.step.value:
+                self.step.value = view.step
+        self.state = view
+        self.caption.value = f"<b>{html.escape(view.label)}</b><br>{html.escape(view.caption)}"
+        key = (config, view.step)
+        if key not in self._pngs:
+            self._pngs[key] = render_png(explorer_figure(view, source=self.provenance))
+        self.image.value = self._pngs[key]
+        self.drawn = (config, self.step.value)
+        self.redraws += 1
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
-
-
-# Settings worth comparing: what each changes in the source's drafter configuration.
-FIX_SETTINGS: dict[str, dict] = {
-    "before the fix": dict(fix=FixSwitches.before()),
-    "mask only": dict(fix=FixSwitches(fill_padding=False)),
-    "fill only": dict(fix=FixSwitches(mask_kernel=False)),
-    "fill + mask": dict(fix=FixSwitches()),
-    "DFlash, pad 0": dict(drafter="dflash", fix=FixSwitches(dflash_pad=0)),
-    "DFlash, pad -1": dict(drafter="dflash", fix=FixSwitches()),
-}
-
-
-def overwrite_summary(source: RunSource | None = None, settings: dict[str, dict] = FIX_SETTINGS) -> str:
-    """Per setting: launches, launches in which a padded row overwrote a live q, overwritten (slot, step)s."""
-    source = source or engine_source()
-    head = f"{'setting':<16}{'launches':>9}{'with an overwrite':>19}{'overwritten q':>15}"
-    lines = [head]
-    for label, changes in settings.items():
-        run = source(replace(source.base, **changes))
-        if run.error:
-            lines.append(f"{label:<16}{'refused before the first padded launch (slot -1, no mask)':>43}")
-            continue
-        found = [launch.collisions() for launch in run.launches]
-        lines.append(f"{label:<16}{len(run.launches):>9}{sum(bool(f) for f in found):>19}"
-                     f"{sum(len(f) for f in found):>15}")
-    return "\n".join(lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import html
 import inspect
+import re
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 @dataclass
 class CheckResult:
-    """The verdict of a checker; shows as its message in a notebook.
+    """The verdict of a checker; in a notebook its message, as HTML that wraps by word.
 
     warnings: things that pass every check here but would not be safe everywhere (for example
     a value that is defined on this machine's backend and undefined on a GPU).
@@ -56,14 +57,26 @@ class CheckResult:
 
     __str__ = __repr__
 
-    def _repr_html_(self) -> str | None:
-        if not self._shown():
-            return None  # the plain verdict: a notebook shows the text as it is
-        verdict = f'<div style="white-space:pre-wrap">{html.escape(self.verdict())}</div>'
-        return "".join([verdict] + [part.html() for part in self._shown()])
+    def _repr_html_(self) -> str:
+        return "".join([verdict_html(self.verdict(), self.solved)] + [part.html() for part in self._shown()])
 
     def __bool__(self) -> bool:
         return self.solved
+
+
+# A verdict wraps at spaces, never inside a word (a notebook's plain-text output may break anywhere),
+# keeps its line breaks, and shows `code` as code. The left border says solved (green) or not (amber).
+_VERDICT_STYLE = ("white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;max-width:56em;"
+                  "line-height:1.45;padding:0.3em 0.8em;border-left:4px solid {}")
+_SOLVED_BORDER, _NOT_YET_BORDER = "#1a9850", "#e08214"
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def verdict_html(text: str, solved: bool) -> str:
+    """A checker's verdict as HTML that wraps by word (plain text stays the fallback: nbval compares it)."""
+    escaped = _CODE_SPAN.sub(lambda m: f"<code>{m.group(1)}</code>", html.escape(text, quote=False))
+    style = _VERDICT_STYLE.format(_SOLVED_BORDER if solved else _NOT_YET_BORDER)
+    return f'<div class="labkit-verdict" style="{style}">{escaped}</div>'
 
 
 class Shown:

@@ -1,9 +1,11 @@
-"""The kernel launches notebook 00 makes by hand, as a learner meets them before the exercises.
+"""The kernel launches notebook 00 makes by hand, and what they take.
 
-The kit's own entry points (:func:`labkit.kernels.gumbel_sample`, :func:`labkit.proofs.ownership.trace_launch`)
-take switches for the parts of the PR's fix, and their docstrings say what each does: the answers of
-notebook 07's exercises, one ``?`` away. The tour's two functions take only what notebook 00 passes and
-launch the kit's kernel exactly as those do by default; the lesson's outputs are the same.
+    SamplingState      what a launch reads by row (the mapping, the positions) and by slot
+    WriteTrace         which row stored into each slot last
+    gumbel_sample      one launch of the kit's Gumbel sampling kernel
+    trace_launch       the same launch with its write trace, as an ownership table
+
+Each launches the kit's kernel as the engine does, and takes only what notebook 00 passes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from labkit.kernels.gumbel import WriteTrace
 from labkit.kernels.gumbel import gumbel_sample as _kit_gumbel_sample
 from labkit.kernels.sampling_state import SamplingState
 from labkit.proofs.ownership import trace_launch as _kit_trace_launch
+
+__all__ = ["SamplingState", "WriteTrace", "gumbel_sample", "trace_launch"]
 
 
 def gumbel_sample(logits: torch.Tensor, state: SamplingState, *, trace: WriteTrace | None = None) -> torch.Tensor:

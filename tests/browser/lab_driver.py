@@ -369,6 +369,61 @@ class NotebookPage:
         self.page.screenshot(path=str(path))
         return path
 
+    # -- typing into new cells, as a learner does -----------------------------------------
+
+    def _cells(self):
+        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+
+    def cell_texts(self) -> list[str]:
+        """What each cell of the open notebook shows, rendered (markdown as text, code with its outputs)."""
+        return [t.strip() for t in self._cells().all_inner_texts()]
+
+    def _new_cell_at_end(self, source: str):
+        """A new code cell below the last one, `source` typed in (inserted as a paste would: no brackets
+        closed for us), left in edit mode; returns its locator."""
+        cells = self._cells()
+        count = cells.count()
+        cells.last.locator(".jp-InputArea-prompt, .jp-InputPrompt").first.click()
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("b")
+        self._wait(lambda: self._cells().count() == count + 1, 10, "a new cell")
+        cell = self._cells().nth(count)
+        cell.locator(".cm-content").click()
+        self.page.keyboard.insert_text(source)
+        return cell
+
+    def run_new_cell(self, source: str, timeout_s: float = 120.0) -> str:
+        """Type `source` into a new cell at the end, run it (Shift+Enter) and return what its output shows."""
+        cell = self._new_cell_at_end(source)
+        self.page.keyboard.press("Shift+Enter")
+
+        def done() -> bool:
+            prompt = cell.locator(".jp-InputArea-prompt").inner_text().strip()
+            return bool(re.search(r"\[\d+\]", prompt)) and self.kernel_state() == "idle"
+
+        self._wait(done, timeout_s, f"the cell {source[:40]!r} to run")
+        return "\n".join(t.strip() for t in cell.locator(".jp-OutputArea-output").all_inner_texts())
+
+    def overflowing_in_last_output(self) -> list[str]:
+        """Elements of the output of the last cell that ran whose content is wider than they are (the
+        reader would have to scroll sideways): the start of each one's text."""
+        cells = self._cells()
+        ran = cells.nth(cells.count() - 2)  # Shift+Enter on the last cell leaves a new empty cell below it
+        return ran.locator(".jp-OutputArea-output").evaluate_all(
+            """(outputs) => outputs.flatMap((out) => [out, ...out.querySelectorAll('*')])
+                 .filter((el) => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible')
+                 .map((el) => (el.innerText || '').slice(0, 80))""")
+
+    def completions(self, prefix: str, timeout_s: float = 60.0) -> list[str]:
+        """Type `prefix` into a new cell and press Tab: the names JupyterLab's completer offers."""
+        self._new_cell_at_end(prefix)
+        self.page.keyboard.press("Tab")
+        items = self.page.locator(".jp-Completer .jp-Completer-item .jp-Completer-match")
+        items.first.wait_for(state="visible", timeout=timeout_s * 1000)
+        names = [t.strip() for t in items.all_inner_texts()]
+        self.page.keyboard.press("Escape")
+        return names
+
     # -- widgets --------------------------------------------------------------------------
 
     def slider(self, label: str = "step"):

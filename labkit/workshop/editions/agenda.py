@@ -12,7 +12,10 @@ Every activity is planned at its minimum, from three tables the guide renders (`
 Each notebook's whole run time (``labkit/data/cpu/notebook_times.json``, written by ``make
 bench-cpu ARGS="--only notebooks --record"``) is charged to the first activity that opens it, which
 over-counts a notebook run in parts. The three-hour agenda holds everything; the two-hour agenda is
-that one with the activities of :data:`TWO_HOUR_CUT` dropped, and says what they were. The rendered
+that one with the activities of :data:`TWO_HOUR_CUT` dropped, and says what they were. The
+:data:`OPTIONAL` blocks are off the clock: each is planned at its minimums like any activity, must
+fit in :data:`OPTIONAL_BLOCK_MIN` minutes, and is offered in the three-hour agenda's slack (a room
+on time takes it there) and as take-home otherwise. The rendered
 tables live in the instructor guide between ``<!-- agenda:NAME -->`` markers (:mod:`labkit.docgen.blocks`);
 ``make refresh`` or ``python -m labkit agenda --write`` renders them again, and a test fails when the guide
 and the rendering disagree, or when an agenda leaves less than :data:`MIN_SLACK_MIN` minutes of slack.
@@ -36,7 +39,7 @@ READING_WPM = 200  # technical prose, read in the room (stated)
 NOTEBOOKS = paths.NOTEBOOKS
 DOCS = NOTEBOOKS.parent / "docs"
 # Stated minutes of discussion per notebook (the first time an agenda opens it).
-MIN_DISCUSS = {"00": 4, "01": 3, "02": 5, "03": 4, "04": 2, "05": 3, "06": 3, "07": 2}
+MIN_DISCUSS = {"00": 4, "01": 3, "02": 5, "03": 4, "04": 2, "05": 3, "06": 3, "07": 2, "09": 3}
 # Stated minutes for the capstone: run, read and discussed.
 CAPSTONE_MIN = 10
 
@@ -97,6 +100,13 @@ TWO_HOUR_CUT = ("04", "second break", "05", "06")
 TWO_HOURS = tuple(a for a in THREE_HOURS if a.name not in TWO_HOUR_CUT)
 
 AGENDAS = {"three-hours": (THREE_HOURS, 180), "two-hours": (TWO_HOURS, 120)}
+# Off the clock: offered where an agenda's slack allows, else take-home (stated length, checked against
+# the minimums by a test).
+OPTIONAL_BLOCK_MIN = 15
+OPTIONAL = (
+    Activity("the family: four ways a captured graph corrupts a live request, each predicted, run and audited",
+             "09"),
+)
 
 
 def load_times(path: str | Path | None = None) -> dict:
@@ -165,6 +175,11 @@ def schedule(activities, record: dict) -> list[Slot]:
     return slots
 
 
+def optional_slots(record: dict) -> list[Slot]:
+    """The optional blocks, each at its minimums (its notebook opened fresh), off the clock."""
+    return [schedule([a], record)[0] for a in OPTIONAL]
+
+
 def slack_min(name: str, record: dict) -> int:
     activities, length = AGENDAS[name]
     slots = schedule(activities, record)
@@ -227,9 +242,17 @@ def render(name: str, record: dict) -> str:
         rows.append(f"| {_clock(slot.start_min)} | {a.what} | {a.notebook or ''} | {stated} | {ran} | "
                     f"{slot.minutes} min |")
     end = _clock(length)
-    rows.append(f"| {end} | end: **{slack_min(name, record)} min of slack** in {length} min | | | | |")
+    slack = slack_min(name, record)
+    rows.append(f"| {end} | end: **{slack} min of slack** in {length} min | | | | |")
     note = ("\nEvery slot is its activity's minimums (the table above) plus, the first time a notebook opens, "
             "its cells' whole run time under nbval; nothing else is planned. " + _provenance(record))
+    for slot in optional_slots(record):
+        a = slot.activity
+        where = (f"a room on time takes it before the capstone, from the {slack} min of slack"
+                 if activities is THREE_HOURS and slot.minutes <= slack else "take-home")
+        note += (f"\n\nOptional, off the clock ({OPTIONAL_BLOCK_MIN} min at most): {a.notebook}, {a.what}: "
+                 f"{slot.read_min} + {slot.discuss_min} min to read and discuss, cells run in {slot.run_s:.0f} s, "
+                 f"{slot.minutes} min in all; {where}.")
     if activities is TWO_HOURS:
         dropped = [a for a in THREE_HOURS if a.name in TWO_HOUR_CUT]
         saved = sum(slot.minutes for slot in schedule(THREE_HOURS, record) if slot.activity in dropped)

@@ -1,11 +1,18 @@
 """Does the student edition keep its secret? What a learner sees before each exercise, and the answers in it.
 
 A learner follows the student path (:data:`STUDENT_PATH`): the bug in 00-02, the exercises of 07,
-then the PR's fix in 03 and the rest. Before each exercise, nothing they can see may show its
-answer, nor the answer of an exercise still ahead: not a cell's source, not an output (text, HTML,
-an error), not the text drawn in a figure, not a widget's label. :func:`find_leaks` scans a set of
-notebooks (the student edition, built, and optionally executed) for the answers' patterns (each
-exercise's record, :mod:`labkit.workshop.exercises.record`) along that path.
+then the PR's fix in 03 and the rest. Until they solve an exercise, nothing they can see may show
+its answer: not a cell's source, not an output (text, HTML, an error), not the text drawn in a
+figure, not a widget's label, not what ``?`` and Tab show of the kit's modules a notebook imports
+from, and not the cells of 07 after the exercise (a learner reads ahead). :func:`find_leaks` scans
+a set of notebooks (the student edition, built, and optionally executed) for the answers' patterns
+(each exercise's record, :mod:`labkit.workshop.exercises.record`) along that path, on the text as
+written and on the text with its markup, line breaks and sentence punctuation taken out
+(:func:`normalised`).
+
+The cases of notebook 09 keep theirs the same way: each case's answer (its record,
+:mod:`labkit.family.record`) must not show anywhere on the path before the case's "predict, then
+run" cell, the case book's own cells before it included (:func:`find_case_leaks`).
 
 Figures are pictures, so their text is captured while they are drawn: run
 :func:`capture_figure_text` first in the kernel that executes the notebooks, and every figure drawn
@@ -15,11 +22,17 @@ cell's output, which :func:`seen_in_cell` reads back.
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
+import inspect
 import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from labkit.family import record as case_record
 from labkit.workshop.exercises import record
 
 # The order a learner opens the notebooks in. The instructor edition is read in file order
@@ -34,13 +47,15 @@ STUDENT_PATH = (
     "04_timing.ipynb",
     "05_sibling_bugs.ipynb",
     "06_audit_and_distribution.ipynb",
+    case_record.NOTEBOOK,
     "08_appendix_kernel_engineering.ipynb",
 )
 
 # Each exercise starts at its task cell in notebook 07, and what gives its answer away is its record's
 # (labkit.workshop.exercises.record): broad on purpose, since a false alarm costs a rephrased sentence
-# and a miss costs a room its exercise.
+# and a miss costs a room its exercise. Each case of the case book starts at its predict cell.
 EXERCISE_NOTEBOOK = record.NOTEBOOK
+CASE_NOTEBOOK = case_record.NOTEBOOK
 
 FIGURE_TEXT_MARKER = "labkit-figure-text: "
 INSPECT_MARKER = "labkit-inspect: "
@@ -70,13 +85,16 @@ class Seen:
 
 @dataclass(frozen=True)
 class Leak:
-    exercise: str
+    exercise: str  # an exercise's letter, or a case's name ("case 3")
     found: str  # the matched text
     seen: Seen
     in_task: bool = False  # in the exercise's own task or skeleton, not before it
 
     def __str__(self) -> str:
-        when = "in the exercise's own task" if self.in_task else "before the learner meets that exercise"
+        if self.exercise.startswith("case"):
+            return (f"{self.seen.place()}: shows {self.found!r}, part of {self.exercise}'s answer, before its "
+                    "predict cell asks for it")
+        when = "in the exercise's own task" if self.in_task else "before the learner solves that exercise"
         return f"{self.seen.place()}: shows {self.found!r}, part of exercise ({self.exercise})'s answer, {when}"
 
 
@@ -148,17 +166,20 @@ def saved_widget_state(nb) -> Mapping | None:
     return nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE_MIME)
 
 
-def before_each_exercise(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None
-                         ) -> dict[str, list[Seen]]:
-    """Per exercise: everything on the student path before its task cell (notebooks by file name;
-    `docs`: the text of each doc by file name, read where a cell links to or names it)."""
-    return {x: seen[:start] for x, (seen, start, _) in _path_with_exercises(notebooks, docs).items()}
+def before_each_exercise(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
+                         help: bool = True) -> dict[str, list[Seen]]:
+    """Per exercise: everything on the student path a learner can see before solving it: all before
+    its task cell, and all of notebook 07 after its own task and skeleton (the learner reads ahead).
+    Notebooks by file name; `docs`: the text of each doc by file name, read where a cell links to or
+    names it; `help`: what ``?`` and Tab show of each module of the kit a cell imports from."""
+    path = _path_with_exercises(notebooks, docs, help)
+    return {x: seen[:start] + seen[end:] for x, (seen, start, end) in path.items()}
 
 
-def each_exercise_itself(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None
-                         ) -> dict[str, list[Seen]]:
+def each_exercise_itself(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
+                         help: bool = True) -> dict[str, list[Seen]]:
     """Per exercise: its task cell and what follows up to its first checker (the skeleton the learner edits)."""
-    return {x: seen[start:end] for x, (seen, start, end) in _path_with_exercises(notebooks, docs).items()}
+    return {x: seen[start:end] for x, (seen, start, end) in _path_with_exercises(notebooks, docs, help).items()}
 
 
 def docs_named(text: str) -> list[str]:
@@ -191,51 +212,235 @@ def _with_docs(pieces: list[Seen], docs: Mapping[str, str] | None, opened: set[s
     return found
 
 
-def _path_with_exercises(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None
-                         ) -> dict[str, tuple[list[Seen], int, int]]:
-    missing = [name for name in STUDENT_PATH[:STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1] if name not in notebooks]
+def _walk(notebooks: Mapping[str, object], docs: Mapping[str, str] | None, help: bool, last: str,
+          marks: Mapping[str, str]) -> tuple[list[Seen], dict[str, int], list[int]]:
+    """Everything on the student path up to notebook `last`, in reading order; where each cell of
+    `marks` (``{cell id: its notebook}``) starts in it; and where each
+    checker cell of the exercises' notebook starts."""
+    missing = [name for name in STUDENT_PATH[:STUDENT_PATH.index(last) + 1] if name not in notebooks]
     if missing:
         raise ValueError(f"the student path needs {', '.join(missing)}, which the given notebooks lack")
     seen: list[Seen] = []
     starts: dict[str, int] = {}
-    ends: dict[str, int] = {}
+    checkers: list[int] = []
     opened: set[str] = set()
-    task_cells = {x.task_cell: x.letter for x in record.EXERCISES}
+    helped: set[str] = set()
     for name in STUDENT_PATH:
         nb = notebooks.get(name)
         if nb is None:
             continue
         state = saved_widget_state(nb)
         for index, cell in enumerate(nb["cells"]):
-            if name == EXERCISE_NOTEBOOK and cell.get("id") in task_cells:
-                starts[task_cells[cell.get("id")]] = len(seen)
-            if "checker" in cell.get("metadata", {}).get("tags", []):
-                ends.update({x: len(seen) for x in starts if x not in ends})
-            seen += _with_docs(seen_in_cell(cell, name, index, state), docs, opened)
-        if name == EXERCISE_NOTEBOOK:
+            if marks.get(cell.get("id")) == name:
+                starts[cell.get("id")] = len(seen)
+            if name == EXERCISE_NOTEBOOK and "checker" in cell.get("metadata", {}).get("tags", []):
+                checkers.append(len(seen))
+            pieces = _with_docs(seen_in_cell(cell, name, index, state), docs, opened)
+            if help and cell.get("cell_type") == "code":
+                pieces += _with_help(pieces[0], helped)
+            seen += pieces
+        if name == last:
             break
-    absent = [cell for cell, x in task_cells.items() if x not in starts]
+    return seen, starts, checkers
+
+
+def _path_with_exercises(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
+                         help: bool = True) -> dict[str, tuple[list[Seen], int, int]]:
+    task_cells = {x.task_cell: x.letter for x in record.EXERCISES}
+    seen, starts, checkers = _walk(notebooks, docs, help, EXERCISE_NOTEBOOK,
+                                   {cell: EXERCISE_NOTEBOOK for cell in task_cells})
+    absent = [cell for cell, x in task_cells.items() if cell not in starts]
     if absent:
         raise ValueError(f"{EXERCISE_NOTEBOOK} has no task cell {', '.join(absent)} (exercise(s) "
                          f"{', '.join(task_cells[c] for c in absent)})")
-    return {x: (seen, starts[x], ends.get(x, len(seen))) for x in task_cells.values()}
+    # An exercise's own part ends at the first checker after its task cell.
+    ends = {x: next((c for c in checkers if c >= starts[cell]), len(seen)) for cell, x in task_cells.items()}
+    return {x: (seen, starts[cell], ends[x]) for cell, x in task_cells.items()}
 
 
-def answers_in(text: str, exercise: str, in_task: bool = False) -> list[str]:
-    """The pieces of `text` that give away (part of) `exercise`'s answer (`in_task`: the narrower
-    patterns an exercise's own task and skeleton are held to)."""
-    return [m.group(0) for pattern in record.exercise(exercise).patterns(in_task)
-            for m in re.finditer(pattern, text, re.IGNORECASE)]
+def before_each_case(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None,
+                     help: bool = True) -> dict[str, list[Seen]]:
+    """Per case of the case book (by name, "case 3"): everything on the student path a learner can
+    see before its predict cell: the notebooks before the case book, and the case book's cells above
+    that cell (with the docs they name, and with `help`, what ``?`` and Tab show of the kit's modules
+    they import from)."""
+    predict = {c.predict_cell: c for c in case_record.CASES}
+    seen, starts, _ = _walk(notebooks, docs, help, CASE_NOTEBOOK, {cell: CASE_NOTEBOOK for cell in predict})
+    absent = [cell for cell in predict if cell not in starts]
+    if absent:
+        raise ValueError(f"{CASE_NOTEBOOK} has no predict cell {', '.join(absent)}")
+    return {c.name: seen[:starts[cell]] for cell, c in predict.items()}
 
 
-def find_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None) -> list[Leak]:
-    """Every place on the student path that shows an exercise's answer before the learner meets it,
-    or in the exercise's own task and skeleton (with `docs`: in the docs the path links to, too)."""
+def find_case_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None, help: bool = True
+                    ) -> list[Leak]:
+    """Every place on the student path that shows a case's answer before its predict cell asks for it."""
     leaks = []
-    for exercise, seen in before_each_exercise(notebooks, docs).items():
+    for case in case_record.CASES:
+        for piece in before_each_case(notebooks, docs, help)[case.name]:
+            leaks += [Leak(case.name, found, piece) for found in answers_in(piece.text, case)]
+    unique = {(leak.exercise, leak.seen.notebook, leak.seen.cell, leak.seen.where): leak for leak in leaks}
+    return list(unique.values())
+
+
+# --- what `?` and Tab show of the kit's modules a cell imports from ------------------------------
+
+def labkit_imports(source: str) -> list[str]:
+    """The kit's modules a cell's code imports from, in order: ``import labkit.x`` gives labkit.x,
+    ``from labkit.x import y`` gives labkit.x (and labkit.x.y where y is a module)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "labkit"]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "labkit":
+            found.append(node.module)
+            found += [f"{node.module}.{alias.name}" for alias in node.names
+                      if _module_exists(f"{node.module}.{alias.name}")]
+    return list(dict.fromkeys(found))
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def module_help(name: str) -> list[tuple[str, str]]:
+    """What ``?`` and Tab show of the kit's module `name`, as (where, text) pairs: the module's
+    docstring and member names (for a package, its submodules' names and docstrings too); for each
+    public member of the kit, its docstring and signature with its defaults (a class's: of its
+    public methods and properties too); for each other public value, its repr."""
+    module = importlib.import_module(name)
+    found = [(f"{name}?", inspect.getdoc(module) or "")]
+    names = [n for n in dir(module) if not n.startswith("_")]
+    if hasattr(module, "__path__"):
+        for sub in _submodules(module):
+            names.append(sub.name)
+            found.append((f"{name}.{sub.name}?", sub.doc))
+    found.append((f"{name}.<Tab>", " ".join(sorted(set(names)))))
+    for attr in sorted(set(names)):
+        value = getattr(module, attr, None)
+        if value is None or inspect.ismodule(value):
+            if inspect.ismodule(value) and _is_labkit(value):
+                found.append((f"{name}.{attr}?", inspect.getdoc(value) or ""))
+            continue
+        if _is_labkit(value):
+            found += _member_help(f"{name}.{attr}", value)
+        elif not callable(value) and not isinstance(value, type):
+            found.append((f"{name}.{attr}", _safe_repr(value)))
+    return found
+
+
+@dataclass(frozen=True)
+class _Submodule:
+    name: str
+    doc: str
+
+
+def _submodules(package) -> list[_Submodule]:
+    """A package's submodules and their docstrings, read from their files (importing them could start
+    what the learner never asked for)."""
+    found = []
+    for folder in package.__path__:
+        for path in sorted(Path(folder).iterdir()):
+            stem = path.stem if path.suffix == ".py" else path.name if (path / "__init__.py").is_file() else None
+            if not stem or stem.startswith("_"):
+                continue
+            source = path if path.suffix == ".py" else path / "__init__.py"
+            try:
+                doc = ast.get_docstring(ast.parse(source.read_text())) or ""
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                doc = ""
+            found.append(_Submodule(stem, doc))
+    return found
+
+
+def _member_help(where: str, value) -> list[tuple[str, str]]:
+    found = [(f"{where}?", inspect.getdoc(value) or "")]
+    if callable(value):
+        try:
+            found.append((f"signature of {where}", f"{where.rsplit('.', 1)[-1]}{inspect.signature(value)}"))
+        except (TypeError, ValueError):
+            pass
+    if not callable(value) or not isinstance(value, type):
+        if not callable(value):
+            found.append((f"{where}", _safe_repr(value)))
+        return found
+    for attr, member in vars(value).items():
+        if attr.startswith("_"):
+            continue
+        member = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+        if callable(member) and _is_labkit(member):
+            found.append((f"{where}.{attr}?", inspect.getdoc(member) or ""))
+            try:
+                found.append((f"signature of {where}.{attr}", f"{attr}{inspect.signature(member)}"))
+            except (TypeError, ValueError):
+                pass
+    return found
+
+
+def _safe_repr(value) -> str:
+    try:
+        return repr(value)[:4000]
+    except Exception as err:  # noqa: BLE001 - a repr that fails shows its error, which is what a learner sees
+        return f"<repr failed: {type(err).__name__}: {err}>"
+
+
+def _with_help(source: Seen, helped: set[str]) -> list[Seen]:
+    """What ``?`` and Tab show of each module of the kit that `source` (a code cell) imports from,
+    the first time the path imports it."""
+    found = []
+    for name in labkit_imports(source.text):
+        if name in helped:
+            continue
+        helped.add(name)
+        found += [Seen(source.notebook, source.cell, source.cell_id, where, text) for where, text in module_help(name)]
+    return found
+
+
+# Markup a learner does not read as text: code spans, emphasis, HTML tags and entities.
+_MARKUP = re.compile(r"`+|\*\*|</?[A-Za-z][^>]*>|&[a-z]+;|&#x?[0-9a-f]+;", re.IGNORECASE)
+# Punctuation that ends a sentence or a clause: a mark followed by a space or the end of the text.
+_CLAUSE_END = re.compile(r"[.,;:!?](?=\s|$)")
+
+
+def normalised(text: str) -> str:
+    """`text` as a reader takes it in: markup dropped, sentence punctuation and the underscores of a
+    name made spaces, every run of spaces and line breaks one space. ``padded rows with\n`-1`.``
+    reads "padded rows with -1 ", and ``mask_kernel`` "mask kernel"."""
+    text = _MARKUP.sub("", text)
+    text = _CLAUSE_END.sub(" ", text).replace("_", " ")
+    return re.sub(r"\s+", " ", text)
+
+
+def answers_in(text: str, exercise, in_task: bool = False) -> list[str]:
+    """The pieces of `text` that give away (part of) `exercise`'s answer (`in_task`: the narrower
+    patterns an exercise's own task and skeleton are held to), on the text as written and normalised.
+    `exercise`: an exercise's letter, or a case (:class:`labkit.family.record.Case`)."""
+    secret = exercise if hasattr(exercise, "patterns") else record.exercise(exercise)
+    patterns = secret.patterns(in_task)
+    flat = normalised(text)
+    found = [m.group(0) for pattern in patterns for m in re.finditer(pattern, text, re.IGNORECASE)]
+    return found + [m.group(0) for pattern in patterns for m in re.finditer(pattern, flat, re.IGNORECASE)
+                    if m.group(0) not in found]
+
+
+def find_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | None = None, help: bool = True
+               ) -> list[Leak]:
+    """Every place on the student path that shows an exercise's answer before the learner solves it,
+    or in the exercise's own task and skeleton (with `docs`: in the docs the path links to, too;
+    with `help`: in what ``?`` and Tab show of the modules the path imports from)."""
+    leaks = []
+    for exercise, seen in before_each_exercise(notebooks, docs, help).items():
         for piece in seen:
             leaks += [Leak(exercise, found, piece) for found in answers_in(piece.text, exercise)]
-    for exercise, seen in each_exercise_itself(notebooks, docs).items():
+    for exercise, seen in each_exercise_itself(notebooks, docs, help).items():
         for piece in seen:
             leaks += [Leak(exercise, found, piece, in_task=True)
                       for found in answers_in(piece.text, exercise, in_task=True)]

@@ -176,9 +176,11 @@ def _used(tree) -> set[str]:
 
 # --- a learner's folder: what `make lab` opens, what a hub gives each learner -----------------------
 
-# Docs a student notebook may link to that answer no exercise (the rest, which state the fix, stay in
-# the repository: a learner's file browser never shows them).
+# Docs a student notebook may link to that answer no exercise: in a learner's folder from the start.
 LEARNER_DOCS = ("TRITON_MASKS.md",)
+# Docs that explain the fix, which the notebooks after 07 link to: they reach a learner's folder when
+# the capstone passes (every exercise done), never before; the file browser shows none of them earlier.
+DOCS_AFTER_THE_EXERCISES = ("MECHANICS.md", "VLLM_MAP.md")
 # The learner's copies carry the edition in their names, so that a tab of the student edition never
 # looks like a tab of the instructor's (JupyterLab titles a tab with the file name).
 LEARNER_SUFFIX = "_student"
@@ -198,12 +200,14 @@ def edition_name(learner_file: str) -> str:
 
 
 def _learner_links(nb):
-    """Links to ../docs/ as a learner's folder holds them: a learner doc beside the notebooks, any
-    other doc named (it stays in the repository) but not linked."""
+    """Links to ../docs/ as a learner's folder holds them: a learner doc beside the notebooks; a doc that
+    arrives with the capstone, linked where it will be and said so; any other named, not linked."""
     def relink(match):
         text, doc = match.groups()
         if doc in LEARNER_DOCS:
             return f"[{text}](docs/{doc})"
+        if doc in DOCS_AFTER_THE_EXERCISES:
+            return f"[{text}](docs/{doc}) (in your folder once the capstone of 07 passes)"
         return f"{text} (in the kit's repository: `docs/{doc}`)"
 
     for cell in nb.cells:
@@ -277,7 +281,28 @@ def build_learner_folder(dest: str | Path, src: str | Path | None = None, *, fre
     except OSError as err:
         raise LabkitInputError(f"cannot write a learner's folder into {dest}: {err.strerror or err} "
                                f"({err.filename or dest}). Choose a folder you can write to.") from err
-    ours = set(notebooks) | {dest / "docs" / doc for doc in LEARNER_DOCS}
+    ours = set(notebooks) | {dest / "docs" / doc for doc in LEARNER_DOCS + DOCS_AFTER_THE_EXERCISES}
     others = sorted(p for p in dest.rglob("*") if p.is_file() and p not in ours
                     and not {"my_answers", *_SKIP_DIRS} & set(p.relative_to(dest).parts))
     return LearnerFolder(dest, tuple(notebooks), tuple(written), tuple(kept), tuple(outdated), tuple(others))
+
+
+def is_learner_folder(folder: str | Path) -> bool:
+    """Whether `folder` is a learner's folder (it holds a notebook of the student edition)."""
+    return any(Path(folder).glob(f"*{LEARNER_SUFFIX}.ipynb"))
+
+
+def deliver_docs_after_the_exercises(folder: str | Path | None = None) -> list[Path]:
+    """Copies :data:`DOCS_AFTER_THE_EXERCISES` into the ``docs/`` of a learner's `folder` (default: the
+    working folder, where a notebook's kernel runs) and returns their paths; in any other folder (the
+    instructor's notebooks, next to the repository's own docs) it copies nothing and returns []."""
+    folder = Path(folder if folder is not None else Path.cwd())
+    if not is_learner_folder(folder):
+        return []
+    (folder / "docs").mkdir(exist_ok=True)
+    delivered = []
+    for doc in DOCS_AFTER_THE_EXERCISES:
+        if (paths.DOCS / doc).is_file():
+            shutil.copy2(paths.DOCS / doc, folder / "docs" / doc)
+            delivered.append(folder / "docs" / doc)
+    return delivered

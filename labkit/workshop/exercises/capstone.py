@@ -1,18 +1,20 @@
-"""The capstone: your fill (a), your kernel (b) and your DFlash pad (c) in the engine, on notebook 01's workload.
+"""The capstone: your functions of exercises (a), (b) and (c) in the engine, on notebook 01's workload.
 
     result = run_capstone(globals())      # finds copy_idx_mapping, gumbel_kernel (or gumbel_rows),
     result                                # build_sample_mapping; prints the table and your launch
     result.solved, result.rows, result.ownership
 
 First the three checkers must pass (a fix that reads outside a buffer must not run unguarded).
+Once your fix matches the eager run, in a learner's folder the docs that explain the fix arrive in
+its ``docs/`` (:func:`~labkit.workshop.editions.student.deliver_docs_after_the_exercises`).
 Then the engine runs notebook 01's workload (the bench's default: 50 prompts) three times per
 drafter: the kit's eager run (the reference), the kit's graphs before the fix, and graphs with
-your pieces in place of the kit's fix -- your fill writes idx_mapping, your kernel samples and
+your pieces in place of the kit's fix -- your copy_idx_mapping writes idx_mapping, your kernel samples and
 stores q (:class:`~labkit.workshop.harness.learner_sampler.LearnerSampler`), your function builds DFlash's
 sample mapping. "identical" means the response equals the eager run's token for token.
 
-Last, the ownership map of your own launch: docs/MECHANICS.md's timeline (8 requests, then slot 3
-finishes) through your fill and your kernel, with the write trace of the step that pads 7 rows
+Last, the ownership map of your own launch: notebook 02's timeline (8 requests, then slot 3
+finishes) through your copy_idx_mapping and your kernel, with the write trace of the step that pads 7 rows
 to a graph of 8 (:class:`~labkit.proofs.ownership.OwnershipTable`).
 
 Where it runs: your Triton kernel in Triton's CPU interpreter (compiled on a GPU); on the CPU the
@@ -42,12 +44,12 @@ from labkit.workshop.harness.launches import kernel_device, kit_work_on
 from labkit.workshop.harness.learner_sampler import LearnerSampler
 from labkit.workshop.harness.learner_specs import LearnerDFlashSpeculator, LearnerSpeculator
 
-# The kit's fill is off (yours writes idx_mapping) and the kit lets slot -1 reach the sampler:
-# whether the kernel skips it is up to your kernel.
-YOUR_FIX = FixSwitches(fill_padding=False, mask_kernel=True, dflash_pad=-1)
+# The kit's host part is off (your copy_idx_mapping writes idx_mapping), and the kit lets whatever
+# it wrote reach the sampler: what a padded row does is up to your kernel.
+YOUR_FIX = FixSwitches(host=False, kernel=True, dflash=True)
 # Per drafter: the eager run your fix must match, and the kit's run before the fix.
 REFERENCE_MODES = {"autoregressive": ("eager", "graph-buggy"), "dflash": ("dflash-eager", "dflash-buggy")}
-YOUR_LAUNCH = "docs/MECHANICS.md's step t+1 (live slots [0, 1, 2, 4, 5, 6, 7], 7 rows padded to a graph of 8)"
+YOUR_LAUNCH = "notebook 02's timeline, step t+1 (live slots [0, 1, 2, 4, 5, 6, 7], 7 rows padded to a graph of 8)"
 
 
 @dataclass
@@ -78,14 +80,14 @@ class CapstoneResult:
 
         if self.launch is None:
             return Text("No launch to map yet: the capstone runs once exercises (a), (b) and (c) are solved.")
-        return ownership_map(self.launch, title=f"Your launch: {YOUR_LAUNCH}, with your fill and your kernel")
+        return ownership_map(self.launch, title=f"Your launch: {YOUR_LAUNCH}, through your (a) and (b)")
 
     def __repr__(self) -> str:
         parts = [self.message]
         if self.rows:
             parts += ["", format_rows(self.rows), "", self.where]
         if self.ownership is not None:
-            parts += ["", f"Your own launch at {YOUR_LAUNCH}, with your fill and your kernel:", str(self.ownership)]
+            parts += ["", f"Your own launch at {YOUR_LAUNCH}, through your (a) and (b):", str(self.ownership)]
         return "\n".join(parts)
 
     __str__ = __repr__
@@ -102,13 +104,13 @@ def format_rows(rows: list[CapstoneRow]) -> str:
     return "\n".join(lines)
 
 
-def _learner_pieces(namespace, fill, kernel, sample_mapping):
+def _learner_pieces(namespace, copy_idx_mapping, kernel, sample_mapping):
     """The three functions, from keywords or a namespace; or the CheckResult of the first that fails."""
     from labkit.workshop.exercises import record
     from labkit.workshop.exercises.reveal import learner_names
 
     pieces = []
-    for ex, given in (("a", fill), ("b", kernel), ("c", sample_mapping)):
+    for ex, given in (("a", copy_idx_mapping), ("b", kernel), ("c", sample_mapping)):
         fn, _, verdict = resolve(ex, given if given is not None else namespace, *learner_names(ex))
         if verdict is None:
             verdict = record.exercise(ex).check()(fn)
@@ -118,12 +120,12 @@ def _learner_pieces(namespace, fill, kernel, sample_mapping):
     return pieces
 
 
-def run_capstone(namespace: dict | None = None, *, fill=None, kernel=None, sample_mapping=None,
+def run_capstone(namespace: dict | None = None, *, copy_idx_mapping=None, kernel=None, sample_mapping=None,
                  prompts: int = 50, seed: int = 0, drafters=("autoregressive", "dflash"),
                  check_first: bool = True, progress=None) -> CapstoneResult:
     """Your fix in the engine: the table of notebook 01 with your pieces, and your launch's ownership map.
 
-    namespace: where to find your functions (``globals()``); or pass them as `fill`, `kernel`
+    namespace: where to find your functions (``globals()``); or pass them as `copy_idx_mapping`, `kernel`
     (gumbel_kernel, or gumbel_rows where Triton cannot run) and `sample_mapping`. prompts, seed:
     the workload (notebook 01's: 50 prompts, seed 0). drafters: which drafters to run (DFlash is
     where your sample mapping matters). progress: ``progress(run, done, total)`` as requests finish.
@@ -134,24 +136,37 @@ def run_capstone(namespace: dict | None = None, *, fill=None, kernel=None, sampl
     if unknown or not drafters:
         raise LabkitInputError(f"drafters must be some of {', '.join(REFERENCE_MODES)}, got {list(drafters)}")
     if check_first:
-        pieces = _learner_pieces(namespace or {}, fill, kernel, sample_mapping)
+        pieces = _learner_pieces(namespace or {}, copy_idx_mapping, kernel, sample_mapping)
         if isinstance(pieces, CheckResult):
             return CapstoneResult(False, "Not yet: the capstone runs your pieces only once their checkers pass. "
                                          + pieces.message)
     else:
-        pieces = [fill, kernel, sample_mapping]
-    fill, kernel, sample_mapping = pieces
+        pieces = [copy_idx_mapping, kernel, sample_mapping]
+    copy_idx_mapping, kernel, sample_mapping = pieces
     variant = variant_of(kernel)
     sampler = LearnerSampler(kernel, variant)
     device = kernel_device() if variant == "triton" else torch.device("cpu")
     with kit_work_on(device):
-        rows = _engine_rows(fill, sampler, sample_mapping, Workload(prompts, seed, tuple(drafters), progress), device)
-        launch = your_launch(fill, sampler, device)
+        work = Workload(prompts, seed, tuple(drafters), progress)
+        rows = _engine_rows(copy_idx_mapping, sampler, sample_mapping, work, device)
+        launch = your_launch(copy_idx_mapping, sampler, device)
     ok = all(r.identical == r.responses for r in rows if r.run == "your fix")
     yours = [r for r in rows if r.run == "your fix"]
     summary = ", ".join(f"{r.identical} of {r.responses} identical to eager ({r.drafter})" for r in yours)
-    message = f"your fix: {summary}." if ok else f"Not yet: your fix gave {summary}."
+    message = f"your fix: {summary}.{_docs_now_open()}" if ok else f"Not yet: your fix gave {summary}."
     return CapstoneResult(ok, message, rows, OwnershipTable.from_record(launch), _where(variant, device), launch)
+
+
+def _docs_now_open() -> str:
+    """Every exercise is done: the docs that explain the whole fix reach a learner's folder now."""
+    from labkit.workshop.editions.student import DOCS_AFTER_THE_EXERCISES, deliver_docs_after_the_exercises
+
+    delivered = deliver_docs_after_the_exercises()
+    names = " and ".join(f"docs/{doc}" for doc in DOCS_AFTER_THE_EXERCISES)
+    if delivered:
+        return (f" The docs that explain the fix part by part, and where each part lives in vLLM, are now in your "
+                f"folder: {names}.")
+    return f" The kit's {names} explain the fix part by part, and where each part lives in vLLM."
 
 
 def _where(variant: str, device: torch.device) -> str:
@@ -175,7 +190,7 @@ class Workload:
         return engine.generate(bench_requests(cfg, engine.models.tokenizer), progress=report).outputs
 
 
-def _engine_rows(fill, sampler, sample_mapping, work: Workload, device) -> list[CapstoneRow]:
+def _engine_rows(copy_idx_mapping, sampler, sample_mapping, work: Workload, device) -> list[CapstoneRow]:
     from labkit.bench.modes import mode_named
     from labkit.bench.repro import BenchConfig
     from labkit.engine import Engine
@@ -192,10 +207,12 @@ def _engine_rows(fill, sampler, sample_mapping, work: Workload, device) -> list[
             outputs[run] = work.generate(engine, cfg, f"{drafter}: {run}")
         config = dataclasses.replace(mode_named(buggy).config.at_shapes_of(cfg.shapes), fix=YOUR_FIX)
         if drafter == "dflash":
-            spec = LearnerDFlashSpeculator(models.draft, config, sample_mapping=sample_mapping, fill=fill,
+            spec = LearnerDFlashSpeculator(models.draft, config, sample_mapping=sample_mapping,
+                                           copy_idx_mapping=copy_idx_mapping,
                                            sampler=sampler, device=device)
         else:
-            spec = LearnerSpeculator(models.draft, config, fill=fill, sampler=sampler, device=device)
+            spec = LearnerSpeculator(models.draft, config, copy_idx_mapping=copy_idx_mapping, sampler=sampler,
+                                     device=device)
         engine = Engine(models, device=device, speculator=spec)
         outputs["your fix"] = work.generate(engine, cfg, f"{drafter}: your fix")
         reference = outputs["eager (reference)"]
@@ -205,12 +222,14 @@ def _engine_rows(fill, sampler, sample_mapping, work: Workload, device) -> list[
     return rows
 
 
-def your_launch(fill, sampler, device):
-    """The LaunchRecord (with its write trace) of your kernel at the timeline's second step, with your fill."""
+def your_launch(copy_idx_mapping, sampler, device):
+    """The LaunchRecord (with its write trace) of your kernel at the timeline's second step, with your
+    copy_idx_mapping."""
     from labkit.bench.scenario import MECHANICS_SCHEDULE, TIMELINE, propose_inputs
     from labkit.models import load_toy_models
 
-    spec = LearnerSpeculator(load_toy_models(device).draft, dataclasses.replace(TIMELINE, fix=YOUR_FIX), fill=fill,
+    spec = LearnerSpeculator(load_toy_models(device).draft, dataclasses.replace(TIMELINE, fix=YOUR_FIX),
+                             copy_idx_mapping=copy_idx_mapping,
                              sampler=sampler, device=device, record=True)
     for step, slots in enumerate(MECHANICS_SCHEDULE):
         spec.propose(*propose_inputs(spec, slots, step=step))

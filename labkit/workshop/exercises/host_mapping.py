@@ -28,11 +28,11 @@ SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timelin
           "the kernel must skip those rows, which is exercise (b).)")
 
 
-def fill_speculator(fill, *, shapes=hs.CONFIG, **kwargs) -> LearnerSpeculator:
+def fill_speculator(copy_idx_mapping, *, shapes=hs.CONFIG, **kwargs) -> LearnerSpeculator:
     """The speculator of the checks: graphs, the kit's masked kernel, the kit's own fill off (at the
     k, slots and capture sizes of `shapes`)."""
-    config = replace(hs.CONFIG, fix=FixSwitches(fill_padding=False, mask_kernel=True)).at_shapes_of(shapes)
-    return LearnerSpeculator(hs.toy_draft_model(), config, fill=fill, record=True, **kwargs)
+    config = replace(hs.CONFIG, fix=FixSwitches(host=False, kernel=True)).at_shapes_of(shapes)
+    return LearnerSpeculator(hs.toy_draft_model(), config, copy_idx_mapping=copy_idx_mapping, record=True, **kwargs)
 
 
 def reference_speculator(*, shapes=hs.CONFIG) -> Speculator:
@@ -45,7 +45,7 @@ FILL = hs.HostExercise("a", NAME, "idx_mapping", 1, fill_speculator, reference_s
 
 @never_raises("a")
 @keeps_answer("a")
-def check_fill(copy_idx_mapping) -> CheckResult:
+def check_mapping(copy_idx_mapping) -> CheckResult:
     """(a) `copy_idx_mapping(idx_mapping, slots)` writes this step's row -> slot mapping in place.
 
     idx_mapping: the persistent int32 buffer [max_num_reqs] the padded graph reads; slots: int32

@@ -118,9 +118,10 @@ EXERCISES: tuple[Exercise, ...] = (
             "Slot numbers are 0 .. max_num_reqs - 1, so every non-negative value in the buffer is somebody's slot. "
             "The buffer is signed on purpose: which value can no request own?",
             "Two lines, both in place: `idx_mapping[:num_reqs] = slots` and `idx_mapping[num_reqs:] = -1`.")),),
-        checker=f"{_WORKSHOP}.host_mapping:check_fill",
+        checker=f"{_WORKSHOP}.host_mapping:check_mapping",
         minutes=10, agenda_notebook="07", compare_notebook="03",
-        answer=(r"(?<![\w.\-])-1(?![\w.])", r"\bfill(s|ed|ing)?\b", r"\bsentinel", r"\bno[ -]request\b.{0,20}\bvalue"),
+        answer=(r"(?<![\w.\-])-1(?![\w.])", r"\bfill(s|ed|ing)?\b", r"\bsentinel", r"\bno[ -]request\b.{0,20}\bvalue",
+                r"\buint32\b"),
         answer_in_task=(r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])"),
     ),
     Exercise(
@@ -202,7 +203,8 @@ EXERCISES: tuple[Exercise, ...] = (
         minutes=10, agenda_notebook="05", compare_notebook="05",
         answer=(r"\.to\(\s*(tl|torch)\.int64\s*\)", r"\btl\.int64\b", r"\bwiden",
                 r"\b(cast|promot)\w*\b[^.\n]{0,40}(int64|64[- ]bit)",
-                r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64"),
+                r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64",
+                r"\bint32\b[^.\n]{0,30}\boverflow"),
         answer_in_task=(r"\bint64\b", r"\bwiden", r"64[- ]bit"),
     ),
 )

@@ -1,6 +1,6 @@
 """The PR's fix beside your code: once you solve an exercise, when the instructor says so, and in notebook 03.
 
-    ex.check_fill(globals())   solved: the verdict shows the PR's fix beside your copy_idx_mapping
+    ex.check_mapping(globals())   solved: the verdict shows the PR's fix beside your copy_idx_mapping
     ex.reveal("a")             the PR's fix for (a) beside your last checked code, solved or not
     ex.reveal()                all four exercises
     ex.compare("a")            the same call, for notebook 03 (the student opens it after 07)
@@ -24,10 +24,9 @@ from labkit.workshop.exercises.starting_code import not_attempted_message, start
 from labkit.workshop.feedback import CheckResult, Shown, Text, resolve
 from labkit.workshop.harness.launches import triton_kernels_run
 
-# Where each exercise's part lives upstream is its record's; this doc names the commits read.
-MAP_DOC = "docs/VLLM_MAP.md"
 _CELL = "padding:4px 8px;vertical-align:top;text-align:left;border-top:1px solid #ddd;width:50%"
-_CODE = "font-family:monospace;font-size:90%;white-space:pre;overflow-x:auto;margin:0"
+# Code wraps at spaces rather than scroll: the fix's lines show whole at a notebook's default width.
+_CODE = "font-family:monospace;font-size:90%;white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:0"
 _MARKED = "background:#e5f5e0"
 
 
@@ -56,7 +55,7 @@ class Reveal(Shown):
                                      "cell or a file to see it here.)")
 
     def upstream(self) -> str:
-        return f"In vLLM: {record.exercise(self.fix.exercise).upstream}; how the kit's miniature differs: {MAP_DOC}."
+        return f"In vLLM: {record.exercise(self.fix.exercise).upstream}."
 
     def text(self) -> str:
         return (f"{self.heading()}\n-- The PR's fix ({self.fix.where}); '>' marks the lines of the fix:\n"

@@ -249,10 +249,26 @@ def _wrong_live_q(case: KernelCase, out: LaunchOutcome) -> str | None:
         got, want = out.q[slot].to(q_ref.device), q_ref[slot]
         if not torch.allclose(got, want, rtol=1e-5, atol=1e-6):
             bad = int((~torch.isclose(got, want, rtol=1e-5, atol=1e-6)).sum())
+            padded = _padded_row_whose_logits(case, got)
+            if padded is not None:
+                return (f"live row {row}'s q (draft_logits[{slot}]) holds padded row {padded}'s logits: padded row "
+                        f"{padded} (slot {case.mapping_list[padded]}) stored into draft_logits[{slot}] after live row "
+                        f"{row} did, so the rejection sampler would verify row {row}'s draft against a padded "
+                        "row's q.")
             t = float(case.temperature[slot])
             scale = f"divided by its temperature {t:.2f}" if t else "unscaled (its temperature is 0: greedy)"
             return (f"live row {row}'s q (draft_logits[{slot}]) differs from its logits {scale} in {bad} of "
                     f"{V} entries; q must be exactly the distribution the row's token was sampled from.")
+    return None
+
+
+def _padded_row_whose_logits(case: KernelCase, q: torch.Tensor) -> int | None:
+    """The padded row whose logits, as they are or divided by any slot's temperature, are `q`."""
+    scales = {1.0} | {float(t) for t in case.temperature if float(t) != 0.0}
+    for row in case.padded_rows:
+        logits = case.logits[row].to(q.device)
+        if any(torch.allclose(q, logits / scale, rtol=1e-5, atol=1e-6) for scale in scales):
+            return row
     return None
 
 

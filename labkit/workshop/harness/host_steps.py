@@ -96,6 +96,7 @@ class Step:
     tokens: torch.Tensor  # [num_reqs, k]
     ref_tokens: torch.Tensor
     ref_q: torch.Tensor  # [M, k, V] of the eager run
+    call: object = None  # the learner's call (learner_specs.LearnerCall), to run it again on a probe
 
     @property
     def n(self) -> int:
@@ -151,7 +152,8 @@ def _run_timeline(exercise: HostExercise, learner: Callable):
                                                                         spec.max_num_reqs)), []
             ref_tokens = ref.propose(*propose_inputs(ref, slots, step=i))
             step = Step(label, list(slots), rows, *spec.seen[exercise.buffer], spec.last_record,
-                        tokens.cpu(), ref_tokens.cpu(), ref.draft_logits.cpu().clone())
+                        tokens.cpu(), ref_tokens.cpu(), ref.draft_logits.cpu().clone(),
+                        call=spec.calls.get(exercise.buffer))
             problem = judge_step(exercise, step, fresh)
             if problem:
                 return not_yet(exercise.ex, f"{label} {problem}"), []
@@ -260,14 +262,16 @@ _PROBE = -12345  # no slot, and no value a learner's code would write
 
 def _written_by_learner(exercise: HostExercise, step: Step, rows: list[int]) -> list[int]:
     """Which of the padded `rows` the learner's code wrote this step (the value it wrote may be the one
-    that was there): (a)'s function is called once more on a copy whose padded rows hold a probe value."""
+    that was there): the function is called once more, on the same arguments, with the padded rows of
+    its buffer holding a probe value."""
     changed = [p for p in rows if int(step.before[p]) != int(step.after[p])]
-    if changed or exercise.spr != 1 or exercise.learner is None:
+    if changed or exercise.learner is None or step.call is None:
         return changed
-    probe = step.before.clone()
+    inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in step.call.inputs]
+    probe = inputs[step.call.buffer_at]
     probe[rows] = _PROBE
     try:
-        exercise.learner(probe, torch.tensor(step.slots, dtype=torch.int32))
+        exercise.learner(*inputs)
     except Exception:  # noqa: BLE001 - the step already ran this code without raising; say nothing more
         return []
     return [p for p in rows if int(probe[p]) != _PROBE]

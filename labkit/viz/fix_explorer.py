@@ -1,0 +1,76 @@
+"""Notebook 03's explorer: notebook 02's, with a switch for each part of PR #47066's fix.
+
+The three parts (:class:`labkit.config.FixSwitches`):
+
+    host     Speculator.copy_idx_mapping fills the padded rows of idx_mapping with -1 (no request).
+    kernel   the Gumbel sampling kernel masks its loads and its q store on slot >= 0.
+    dflash   DFlash pads its per-sample mapping with -1 rather than 0 (request slot 0).
+
+Each switch alone, and the settings in :data:`FIX_SETTINGS`, show what each part does: the fill
+without the mask is refused (a -1 slot would index memory before the buffers), the mask without
+the fill lets stale slots through (they are >= 0), and DFlash with pad 0 overwrites slot 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from labkit.bench.runs import RunSource, engine_source
+from labkit.config import FixSwitches, dflash_pad
+from labkit.viz.widgets import Explorer
+
+__all__ = ["FixExplorer", "FIX_SETTINGS", "overwrite_summary"]
+
+
+class FixExplorer(Explorer):
+    """:class:`~labkit.viz.widgets.Explorer` plus one switch per part of the fix."""
+
+    def __init__(self, source: RunSource | None = None, **kwargs):
+        import ipywidgets as w
+
+        source = source or engine_source()
+        fix = (kwargs.get("config") or source.base.before_fix()).fix
+        self.fill = w.Checkbox(value=fix.host, description="fill padded rows with -1", indent=False)
+        self.mask = w.Checkbox(value=fix.kernel, description="mask the kernel (slot >= 0)", indent=False)
+        self.dflash_pad = w.Dropdown(options=[0, -1], value=dflash_pad(fix), description="DFlash pad")
+        super().__init__(source, **kwargs)
+
+    def controls(self) -> list:
+        return [*super().controls(), self.fill, self.mask, self.dflash_pad]
+
+    def control_rows(self) -> list:
+        import ipywidgets as w
+
+        return [w.HBox([self.step, self.drafter, self.dflash_pad]), w.HBox([self.fill, self.mask])]
+
+    def config(self):
+        self.dflash_pad.disabled = self.drafter.value != "dflash"
+        fix = FixSwitches(host=self.fill.value, kernel=self.mask.value, dflash=self.dflash_pad.value < 0)
+        return replace(super().config(), fix=fix).canonical()
+
+
+# Settings worth comparing: what each changes in the source's drafter configuration.
+FIX_SETTINGS: dict[str, dict] = {
+    "before the fix": dict(fix=FixSwitches.before()),
+    "mask only": dict(fix=FixSwitches(host=False)),
+    "fill only": dict(fix=FixSwitches(kernel=False)),
+    "fill + mask": dict(fix=FixSwitches()),
+    "DFlash, pad 0": dict(drafter="dflash", fix=FixSwitches(dflash=False)),
+    "DFlash, pad -1": dict(drafter="dflash", fix=FixSwitches()),
+}
+
+
+def overwrite_summary(source: RunSource | None = None, settings: dict[str, dict] = FIX_SETTINGS) -> str:
+    """Per setting: launches, launches in which a padded row overwrote a live q, overwritten (slot, step)s."""
+    source = source or engine_source()
+    head = f"{'setting':<16}{'launches':>9}{'with an overwrite':>19}{'overwritten q':>15}"
+    lines = [head]
+    for label, changes in settings.items():
+        run = source(replace(source.base, **changes))
+        if run.error:
+            lines.append(f"{label:<16}{'refused before the first padded launch (slot -1, no mask)':>43}")
+            continue
+        found = [launch.collisions() for launch in run.launches]
+        lines.append(f"{label:<16}{len(run.launches):>9}{sum(bool(f) for f in found):>19}"
+                     f"{sum(len(f) for f in found):>15}")
+    return "\n".join(lines)
