@@ -5,6 +5,7 @@ token is on a command line (tests/test_hub.py, tests/test_lab_secrets.py)."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 NOBODY = 65534
 
@@ -36,3 +37,17 @@ def secrets_seen(secrets: list[str], uid: int = NOBODY) -> list[str]:
     """The command lines (pid: line) that hold any of `secrets`, as `uid` reads them."""
     secrets = [s for s in secrets if s]
     return [f"{pid}: {line[:200]}" for pid, (line, _) in command_lines(uid).items() if any(s in line for s in secrets)]
+
+
+def pids_ever(uid: int) -> set[int]:
+    """Every pid of `uid` in /proc, zombies included, by its entry's owner alone (no file read per
+    pid): a process that forks and exits every millisecond shows as new pids between two calls,
+    where a scan that reads each status would read its pid after it is gone."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found

@@ -39,7 +39,7 @@ pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip in
 import warnings  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
-from other_user import command_lines, secrets_seen  # noqa: E402
+from other_user import command_lines, pids_ever, secrets_seen  # noqa: E402
 
 from labkit.classroom import (  # noqa: E402
     accounts,
@@ -158,8 +158,9 @@ def check_each_learner_runs_notebook_00_while_one_goes_past_the_memory_limit(hub
         described = cells[0].text()
         # The kernel applied the room's limits at its start and labkit.describe() names them (cell 1 prints it).
         # With CUDA the kernel holds itself to the share; without, it says the share holds nothing here.
-        assert (f"gpu_memory_share: {SHARE:.3f} of each GPU's memory" in described if _cuda_here() else
-                f"gpu_memory_share: no GPU (LABKIT_GPU_MEMORY_FRACTION={SHARE:.3f} holds nothing here)" in described), described
+        share = (f"gpu_memory_share: {SHARE:.3f} of each GPU's memory" if _cuda_here() else
+                 f"gpu_memory_share: no GPU (LABKIT_GPU_MEMORY_FRACTION={SHARE:.3f} holds nothing here)")
+        assert share in described, described
         assert (f"memory_limit: {LIMITS.memory_bytes / 2**30:.1f} GiB for all of this learner's processes (MEM_LIMIT), "
                 f"{MEMORY_GIB:.1f} GiB per process") in described, described
         # The routing table of notebook 00 (an NBVAL_CHECK_OUTPUT cell) printed what the instructor run stored.
@@ -260,7 +261,8 @@ def _server_of(name: str) -> tuple[int, str]:
             env = dict(item.split("=", 1) for item in raw if "=" in item)
         except OSError:
             continue
-        if "jupyterhub.singleuser" in Path(f"/proc/{pid}/cmdline").read_text() and "JUPYTERHUB_SERVICE_URL" in env:
+        command = Path(f"/proc/{pid}/cmdline").read_text()
+        if "-m\0jupyterhub.singleuser" in command and "reaper.py" not in command and "JUPYTERHUB_SERVICE_URL" in env:
             return pid, env["JUPYTERHUB_SERVICE_URL"]
     raise AssertionError(f"no running server of {name}")
 
@@ -705,9 +707,9 @@ def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
         assert started.error is None, started.text()
     uid = pwd.getpwnam(b.name).pw_uid
     time.sleep(1)
-    first = set(accounts.pids_of(uid))
+    first = pids_ever(uid)
     time.sleep(0.5)
-    assert set(accounts.pids_of(uid)) - first, "the re-forking process is not re-forking"
+    assert pids_ever(uid) - first, "the re-forking process is not re-forking"
 
 
 def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
@@ -724,6 +726,9 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     assert not any(accounts.exists(p.name) for p in learners)
     assert not any(h.exists() for h in homes)
     assert not any(accounts.pids_of(uid) for uid in uids)
+    seen = {uid: pids_ever(uid) for uid in uids}
+    time.sleep(1)
+    assert not any(pids_ever(uid) - seen[uid] for uid in uids), "a learner's process still forks after the close"
     leftovers = subprocess.run("getent passwd | grep -iE 'learner|jupyter-' || true", shell=True,
                                capture_output=True, text=True).stdout
     assert leftovers == ""

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from other_user import pids_ever
 
 from labkit.classroom import accounts, enforcement, groups, learner_server, room, sandbox
 
@@ -104,30 +105,17 @@ def test_a_learner_with_a_reforking_process_is_removed_whole(tmp_path):
                 "        pass\n    time.sleep(0.001)\n")
         subprocess.Popen(["/bin/sh", "-c", f"exec python3 -c '{code}'"], user=uid, group=uid, extra_groups=[],
                          cwd="/", start_new_session=True).wait()
-        seen = _pids_ever(uid)
+        seen = pids_ever(uid)
         time.sleep(0.5)
-        assert _pids_ever(uid) - seen, "the re-forking process does not re-fork"  # new pids: it lives on
+        assert pids_ever(uid) - seen, "the re-forking process does not re-fork"  # new pids: it lives on
         assert accounts.remove_learner(name, "test")
-        seen = _pids_ever(uid)
+        seen = pids_ever(uid)
         time.sleep(1)
-        assert not _pids_ever(uid) - seen, "a process of the removed learner still forks"
+        assert not pids_ever(uid) - seen, "a process of the removed learner still forks"
     finally:
         if accounts.exists(name):
             accounts.remove_learner(name, "test")
     assert not accounts.exists(name) and not accounts.pids_of(uid) and not account.home.exists()
-
-
-def _pids_ever(uid: int) -> set[int]:
-    """Every pid of `uid`, zombies included: a process that forks and exits every millisecond shows
-    as new pids, even when no scan finds it running."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and entry.stat().st_uid == uid:
-                found.add(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def _limits():
@@ -258,6 +246,9 @@ def test_subdomains_give_each_learner_an_origin_and_lock_the_hubs_cookies(tmp_pa
     assert one_origin.Spawner.disable_user_config is True
     assert one_origin.JupyterHub.tornado_settings["xsrf_cookie_kwargs"] == {"httponly": True}
     assert one_origin.JupyterHub.tornado_settings["headers"]["Cross-Origin-Opener-Policy"] == "same-origin"
-    assert one_origin.Spawner.cmd[1:5] == ["-P", "-s", "-m", "jupyterhub.singleuser"]
+    # The server under the kit's reaper, each Python reading nothing of the learner's (-P -s).
+    python, reaper = one_origin.Spawner.cmd[0], Path(__file__).resolve().parents[1] / "labkit/classroom/reaper.py"
+    assert one_origin.Spawner.cmd == [python, "-P", "-s", str(reaper), "--",
+                                      python, "-P", "-s", "-m", "jupyterhub.singleuser"]
     assert "--ServerApp.terminals_enabled=False" in one_origin.Spawner.args
     assert room.addresses("127.0.0.1", 8000) == ("http://127.0.0.1:8000", "http://127.0.0.1:8000")

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from labkit.classroom import lab_server, learner_server, runtime
+from labkit.classroom import lab_server, learner_server, reaper, runtime
 from labkit.classroom import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -59,7 +59,11 @@ c.JupyterHub.allow_named_servers = False
 # nothing of the learner's: no module from the current folder or user site-packages (-P -s), no
 # configuration, extension or kernel spec from the home (disable_user_config).
 c.JupyterHub.spawner_class = "labkit.classroom.spawner.RoomSpawner"
-c.Spawner.cmd = [_spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, "-m", "jupyterhub.singleuser"]
+# The server runs under the kit's reaper (labkit/classroom/reaper.py), which reads the exit status
+# of every orphan the learner leaves: the box's first process may not, and unread ones fill the
+# learner's process limit.
+c.Spawner.cmd = [_spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, str(Path(reaper.__file__)), "--",
+                 _spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, "-m", "jupyterhub.singleuser"]
 c.Spawner.disable_user_config = True
 c.RoomSpawner.room_id = _spec["room_id"]
 c.RoomSpawner.hierarchy = _spec["hierarchy"]
