@@ -24,8 +24,17 @@ import pytest
 if importlib.util.find_spec("triton") is None:
     pytest.skip("vLLM's sampling kernel is a Triton kernel and Triton is not installed here", allow_module_level=True)
 
+from labkit.bench.scenario import MECHANICS_SCHEDULE, TIMELINE  # noqa: E402
 from labkit.upstream import releases  # noqa: E402
-from labkit.upstream.fetch import FIRST, TREES, FetchError, cached, fetch_release, index_releases  # noqa: E402
+from labkit.upstream.fetch import (  # noqa: E402
+    FIRST,
+    KEPT,
+    TREES,
+    FetchError,
+    cached,
+    fetch_release,
+    index_releases,
+)
 from labkit.upstream.loader import KERNEL_FILE  # noqa: E402
 from labkit.upstream.report import AFFECTED, EXIT_STATUS, NOT_AFFECTED, NOT_APPLICABLE, UNKNOWN  # noqa: E402
 
@@ -94,7 +103,8 @@ def _expected_verdict(parts: dict) -> str:
     if kernel == "no slot store":
         return NOT_APPLICABLE
     stores = kernel in ("masked", "unmasked")
-    if stores and (host == "no fill" or (kernel == "unmasked" and host == "fills") or dflash.startswith("pads slot")):
+    dflash_names_a_slot = dflash.startswith(("pads slot", "keeps stale slot"))
+    if stores and (host == "no fill" or (kernel == "unmasked" and host == "fills") or dflash_names_a_slot):
         return AFFECTED
     if "unknown" in (kernel, host, dflash):
         return UNKNOWN
@@ -112,6 +122,21 @@ def test_the_fetched_files_are_the_few_the_audit_reads(trees):
         assert files == set(record["files"]) | {"FETCHED_FROM.json"} and KERNEL_FILE in files
         assert sum((tree / f).stat().st_size for f in files) < 3_000_000  # a few hundred kB of a 200-500 MB wheel
         assert not list(TREES.glob(f".{version}-*")) and not list(tree.rglob("*.whl"))
+
+
+def test_a_tree_fetched_when_the_kit_kept_other_files_is_fetched_again(trees, tmp_path):
+    """The files the audit reads grow with it (DFlash's run takes PAD_SLOT_ID from attention's utils):
+    a cached tree counts only if it was fetched with today's list."""
+    tree = trees[releases.FIRST_FIXED]
+    assert cached(releases.FIRST_FIXED) == tree and (tree / "vllm/v1/attention/backends/utils.py").is_file()
+    old = tmp_path / releases.FIRST_FIXED
+    shutil.copytree(tree, old)
+    marker = json.loads((old / "FETCHED_FROM.json").read_text())
+    assert marker["kept"] == list(KEPT)
+    (old / "FETCHED_FROM.json").write_text(json.dumps({**marker, "kept": list(KEPT[:-1])}))
+    assert cached(releases.FIRST_FIXED, tmp_path) is None
+    (old / "FETCHED_FROM.json").write_text(json.dumps(marker))
+    assert cached(releases.FIRST_FIXED, tmp_path) == old
 
 
 def test_a_second_fetch_reads_nothing(trees, monkeypatch):
@@ -301,6 +326,70 @@ def test_a_dflash_pad_of_0_makes_a_fixed_tree_affected(trees, tmp_path, capfd):
                 if "sample_idx_mapping_ptr + block, 0" in text)
     assert rc == 1 and out.startswith(f"vLLM PR #47066: {AFFECTED}: ")
     assert f"DFlash pads sample_idx_mapping with 0 ({DFLASH}:{line})" in out.splitlines()[0]
+
+
+def test_dflash_is_run_and_its_run_agrees_with_its_source_on_every_release_that_has_it(audits):
+    """Run and reading are two ways to the same answer on real releases: the run decides, the
+    reading's stores are the evidence. A release without DFlash has neither."""
+    with_dflash = 0
+    for version, record in audits.items():
+        run, part = record["dflash"]["run"], record["parts"]["dflash_pad"]
+        if record["dflash"]["reading"]["part"]["state"] == "absent":
+            assert run is None and part["state"] == "absent", version
+            continue
+        with_dflash += 1
+        assert run["ran"] and run["problem"] is None, (version, run)
+        assert run["live_rows"] == [slot for slot in MECHANICS_SCHEDULE[1] for _ in range(TIMELINE.k)], version
+        assert run["stale_slot_before"] == MECHANICS_SCHEDULE[0][-1]  # the first step's row 7 held slot 7
+        assert part["state"] == run["state"] == record["dflash"]["reading"]["part"]["state"], version
+        assert "run in the kit's scenario under Triton's interpreter" in part["how"], version
+    assert with_dflash >= 3  # UNMASKED pads 0, FIRST_FIXED and IMPORTS_HELPER -1 (the last in a helper kernel)
+    assert audits[releases.UNMASKED]["dflash"]["run"]["padded_rows"] == [0, 0]
+    assert audits[releases.IMPORTS_HELPER]["dflash"]["run"]["padded_rows"] == [-1, -1]
+
+
+def test_a_dflash_pad_that_is_gone_leaves_stale_slots_and_only_the_run_sees_them(trees, tmp_path, capfd):
+    """Delete the store that pads the sample mapping: the source then holds no pad to read, and the
+    run shows the padded rows keep the slot the step before left there (slot 7, a live request's)."""
+    tree = _copy(trees[releases.FIRST_FIXED], tmp_path, "no-pad")
+    path = tree / DFLASH
+    lines = path.read_text().splitlines(keepends=True)
+    (at,) = [i for i, text in enumerate(lines) if "out_sample_idx_mapping_ptr + block, -1" in text]
+    lines[at] = lines[at][:len(lines[at]) - len(lines[at].lstrip())] + "pass\n"
+    path.write_text("".join(lines))
+    rc, out, _ = _main(capfd, "--vllm", str(tree), "--backend", "interpreter", "--json")
+    record = json.loads(out)
+    assert record["dflash"]["reading"]["part"]["state"] == "unknown"  # reading alone could not judge
+    assert record["dflash"]["run"]["padded_rows"] == [7, 7] and record["parts"]["dflash_pad"]["state"] == \
+        "keeps stale slot 7"
+    assert rc == 1 and record["verdict"] == AFFECTED and "over slot 7's" in record["why"]
+
+
+def test_a_dflash_pad_of_0_in_a_helper_kernel_is_run_through_the_helper(trees, tmp_path, capfd):
+    tree = _copy(trees[releases.IMPORTS_HELPER], tmp_path, "helper-pad-0")
+    path = tree / DFLASH
+    source = path.read_text()
+    helper = source.index("def _pad_dflash_inputs(")
+    assert source.count("out_sample_idx_mapping_ptr + block, -1") == 1 and \
+        source.index("out_sample_idx_mapping_ptr + block, -1") > helper  # the pad lives in the helper
+    path.write_text(source.replace("out_sample_idx_mapping_ptr + block, -1", "out_sample_idx_mapping_ptr + block, 0"))
+    rc, out, _ = _main(capfd, "--vllm", str(tree), "--backend", "interpreter", "--json")
+    record = json.loads(out)
+    assert record["dflash"]["run"]["padded_rows"] == [0, 0] and rc == 1 and record["verdict"] == AFFECTED
+
+
+def test_a_dflash_parameter_the_kit_does_not_know_falls_back_to_reading_and_says_why(trees, tmp_path, capfd):
+    tree = _copy(trees[releases.IMPORTS_HELPER], tmp_path, "dflash-future")
+    path = tree / DFLASH
+    source = path.read_text()
+    assert source.count("def prepare_dflash_inputs(\n") == 1
+    path.write_text(source.replace("def prepare_dflash_inputs(\n", "def prepare_dflash_inputs(\n    future_buffer,\n"))
+    rc, out, _ = _main(capfd, "--vllm", str(tree), "--backend", "interpreter", "--json")
+    record = json.loads(out)
+    run, part = record["dflash"]["run"], record["parts"]["dflash_pad"]
+    assert not run["ran"] and "takes future_buffer, which the kit does not know yet" in run["problem"]
+    assert part["state"] == "pads -1" and "read with Python's ast (not run: " in part["how"]
+    assert rc == 0 and record["verdict"] == NOT_AFFECTED
 
 
 def test_a_fill_moved_into_a_helper_of_the_same_file_still_counts(trees, tmp_path, capfd):

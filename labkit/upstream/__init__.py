@@ -8,7 +8,8 @@ Nothing of vLLM is kept in this repository: every module here reads a vLLM tree 
     kernel_api           how to call each release's gumbel_sample, by what its parameters are
     audit                the scenario (padded rows in a launch) and what the release's kernel does with them
     speculator_reading   the speculator's host side, read with Python's ast
-    dflash_reading       DFlash's sample mapping, read with Python's ast
+    dflash_reading       DFlash's pad, read with Python's ast: the evidence, the answer where no run
+    dflash_run           DFlash's input preparation, run in the kit's scenario: what its padded sample rows hold
     report               the whole audit of one tree and its one verdict (``python -m labkit audit-vllm``)
     record               the release matrix and its record (``python -m labkit upstream matrix``)
     releases             the few releases the unit tests read by name

@@ -1,4 +1,4 @@
-"""What a vLLM tree's DFlash drafter pads its per-sample mapping with: read with Python's ``ast``, not run.
+"""What a vLLM tree's DFlash drafter pads its per-sample mapping with, read with Python's ``ast``.
 
 A DFlash drafter samples ``num_reqs_padded * k`` rows in one launch and maps each sample row to a
 request's slot through ``sample_idx_mapping``; the sampling kernel stores each row's q by that slot.
@@ -6,9 +6,9 @@ Its rows past the live ones are padding, written by the input-preparation kernel
 (``_prepare_dflash_inputs_kernel``, from 0.34.0 a helper it calls). A pad of 0 is request slot 0: every
 padded sample row stores its q over slot 0's (the third part of PR #47066 made it -1).
 
-The preparation kernel is read rather than run: its signature has grown with nearly every release
-(27 parameters in 0.24.0, 39 in 0.34.0), and running it would need each one's meaning. In every file
-under ``vllm/v1/worker/gpu/spec_decode/`` this module finds each store into a ``sample_idx_mapping``
+:mod:`labkit.upstream.dflash_run` runs the preparation and decides by what it wrote; this reading is
+the evidence (each store's file and line) and the answer where the run cannot be made. In every file
+under ``vllm/v1/worker/gpu/spec_decode/`` it finds each store into a ``sample_idx_mapping``
 (``tl.store(..._sample_idx_mapping_ptr + ..., VALUE)`` in a kernel, or a slice of it filled or assigned
 on the host) and whether VALUE is a constant (the pad) or a request's slot (the live rows).
 """
@@ -76,13 +76,6 @@ class DFlashReading:
         return {"state": f"pads slot {self.pad_value}",
                 "says": f"DFlash pads {BUFFER} with {self.pad_value} ({first.file}:{first.line}): every padded "
                         f"sample row stores its q over slot {self.pad_value}'s", "evidence": pads}
-
-    def lines(self) -> list[str]:
-        part = self.part()
-        out = [f"DFlash (read with Python's ast): {part['says']}"]
-        out += [f"  {s['file']}:{s['line']}: {s['code']}" for s in part["evidence"]]
-        out += [f"  could not read {u}" for u in self.unreadable]
-        return out
 
     def to_json(self) -> dict:
         return {"method": f"python ast: every store into {BUFFER} (kernel tl.store or host slice) and its value",

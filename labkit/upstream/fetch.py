@@ -40,7 +40,9 @@ MARKER = "FETCHED_FROM.json"
 INDEX_ENV = "LABKIT_INDEX_URL"  # a mirror of PyPI's JSON API (PEP 691), for a registry behind a proxy
 DEFAULT_INDEX = "https://pypi.org/simple"
 PACKAGE = "vllm"
-KEPT = ("vllm/v1/worker/gpu/", "vllm/triton_utils/")
+# Model Runner V2 and Triton's wrapper, and the one constant DFlash's input preparation takes from
+# attention (PAD_SLOT_ID): what the audit reads and runs.
+KEPT = ("vllm/v1/worker/gpu/", "vllm/triton_utils/", "vllm/v1/attention/backends/utils.py")
 FIRST = (0, 12, 0)  # the first release with Model Runner V2's sampling kernel (vllm/v1/worker/gpu/sample/gumbel.py)
 
 
@@ -111,8 +113,16 @@ def audited_releases(releases: list[Release] | None = None) -> list[Release]:
 
 
 def cached(version: str, trees: Path = TREES) -> Path | None:
+    """`version`'s folder, if it was fetched with the files the audit reads now (a folder fetched when
+    the kit kept fewer is fetched again)."""
     folder = Path(trees) / version
-    return folder if (folder / MARKER).is_file() and (folder / VERSION_FILE).is_file() else None
+    if not ((folder / MARKER).is_file() and (folder / VERSION_FILE).is_file()):
+        return None
+    try:
+        kept = json.loads((folder / MARKER).read_text()).get("kept")
+    except (OSError, ValueError):
+        return None
+    return folder if kept == list(KEPT) else None
 
 
 @contextlib.contextmanager
@@ -203,7 +213,8 @@ def _extract(release: Release, trees: Path, timeout_s: int, log) -> Path:
             raise FetchError(f"{release.wheel}: {err}") from None
         (staging / MARKER).write_text(json.dumps({
             "package": PACKAGE, "version": release.version, "wheel": release.wheel, "url": release.url,
-            "wheel_sha256_listed": release.sha256, "uploaded": release.uploaded, "files": sorted(members),
+            "wheel_sha256_listed": release.sha256, "uploaded": release.uploaded,
+            "files": sorted(members), "kept": list(KEPT),
             "has_sampling_kernel": KERNEL_FILE in members,
             "how": "the index's JSON API (PEP 691), then HTTP range requests for the wheel's directory and these "
                    "members; each member's CRC-32 checked against the wheel's directory"}, indent=1))

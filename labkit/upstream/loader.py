@@ -197,6 +197,22 @@ def _top_level(tree: ast.Module) -> dict[str, ast.stmt]:
     return found
 
 
+def _without_host_annotations(tree: ast.Module) -> ast.Module:
+    """`tree` with the annotations of its undecorated top-level functions removed. A host function's
+    annotations name vLLM's own types (``InputBatch``, ``InputBuffers``), whose files import vLLM's
+    configuration and more, and calling the function never reads them. A ``@triton.jit`` function
+    keeps its own: Triton reads ``tl.constexpr`` from them."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.decorator_list:
+            node.returns = None
+            for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+                arg.annotation = None
+            for arg in (node.args.vararg, node.args.kwarg):
+                if arg is not None:
+                    arg.annotation = None
+    return tree
+
+
 def _names_used(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -215,7 +231,7 @@ def load_partial(root: Path, module: str, names, done: dict | None = None) -> ty
     path = _module_file(root, module)
     if path is None:
         raise CannotLoad(f"{module} is not in the tree ({root}): the kit reads only files it has")
-    tree = parse(path)
+    tree = _without_host_annotations(parse(path))
     top = _top_level(tree)
     wanted, todo = set(), list(names)
     while todo:

@@ -112,9 +112,15 @@ def load_cpu_record(path: Path = CPU_RECORD) -> dict | None:
 
 
 def _part_word(part: dict) -> str:
-    return {"no slot store": "stores nothing by slot", "masked": "masks -1", "unmasked": "unmasked",
-            "fills": "-1", "no fill": "none", "absent": "no DFlash", "pads -1": "-1", "unknown": "not judged"}.get(
-        part["state"], part["state"].replace("pads slot ", "slot ") if part["state"].startswith("pads slot") else "?")
+    state = part["state"]
+    words = {"no slot store": "stores nothing by slot", "masked": "masks -1", "unmasked": "unmasked",
+             "fills": "-1", "no fill": "none", "absent": "no DFlash", "pads -1": "-1", "unknown": "not judged"}
+    if state in words:
+        return words[state]
+    for prefix, word in (("pads slot ", "slot "), ("keeps stale slot ", "stale slot "), ("pads ", "")):
+        if state.startswith(prefix):
+            return word + state.removeprefix(prefix)
+    return "?"
 
 
 def matrix_table(section: dict | None) -> str:

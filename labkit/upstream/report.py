@@ -11,12 +11,14 @@ The PR's fix has three parts, and the verdict weighs each, with the file and lin
                slot is -1? A kernel that stores nothing by slot cannot have the bug: not applicable.
     host fill  the speculator's source, read (:mod:`labkit.upstream.speculator_reading`): are the
                padded rows of ``idx_mapping`` filled with -1 before the launch, and under what condition?
-    DFlash     the DFlash drafter's source, read (:mod:`labkit.upstream.dflash_reading`): is its
-               per-sample mapping padded with -1, or with a slot (0 is slot 0)?
+    DFlash     the DFlash drafter's input preparation, run in the kit's scenario
+               (:mod:`labkit.upstream.dflash_run`; its source read where it cannot run,
+               :mod:`labkit.upstream.dflash_reading`): are the padded rows of its per-sample mapping
+               -1, a constant slot (0 is slot 0), or left stale?
 
 Affected: the kernel stores by slot and a padded row can still name a live slot (no host fill: a
 stale slot passes any mask) or slot -1 reaches an unmasked kernel (the fill without the mask: out of
-bounds), or DFlash pads with a slot. Not affected: the kernel masks, the host fills, DFlash (if any)
+bounds), or DFlash's padded sample rows name a slot. Not affected: the kernel masks, the host fills, DFlash (if any)
 pads with -1. A part that cannot be judged, and no other part that settles it, is "could not audit".
 The exit status is a linter's: 0 not affected or not applicable, 1 affected, 2 could not audit.
 
@@ -36,7 +38,7 @@ from pathlib import Path
 from labkit import backends
 from labkit.errors import LabkitInputError
 from labkit.upstream.audit import KernelVerdict, audit_sampler, kit_sampler, vllm_sampler
-from labkit.upstream.dflash_reading import DFlashReading, read_dflash
+from labkit.upstream.dflash_run import DFlashAudit, audit_dflash, overwrites_a_slot
 from labkit.upstream.kernel_api import KernelPlan, NoSlotStore, UnknownKernelApi, plan
 from labkit.upstream.loader import KERNEL_FILE, find_tree, load_vllm_sampling, parse, tree_provenance
 from labkit.upstream.speculator_reading import SpeculatorReading, read_speculators
@@ -73,7 +75,7 @@ class TreeAudit:
     kernel_problem: str | None  # why it was not run: no slot store, an unknown API, a file that does not load
     no_slot_store: bool
     speculator: SpeculatorReading
-    dflash: DFlashReading
+    dflash: DFlashAudit
     q_stores: list[dict]
     calibration: dict  # "unmasked" / "masked" -> the kit's own kernel's KernelVerdict in the same scenario
 
@@ -115,7 +117,7 @@ class TreeAudit:
         if kernel == "unmasked" and host == "fills":
             reasons.append("the padded rows hold -1 but " + parts["kernel"]["says"].removeprefix("the ")
                            + ": the fill without the mask reads and writes out of bounds")
-        if kernel in ("masked", "unmasked") and dflash.startswith("pads slot"):
+        if kernel in ("masked", "unmasked") and overwrites_a_slot(dflash):
             reasons.append(parts["dflash_pad"]["says"])
         if reasons:
             return AFFECTED, "; ".join(reasons)
@@ -188,7 +190,7 @@ def audit_tree(path: str | Path | None = None) -> TreeAudit:
     else that goes wrong becomes a part the report says it could not judge."""
     root = find_tree(path)
     provenance = tree_provenance(root)
-    speculator, dflash, q_stores = read_speculators(root), read_dflash(root), q_store_sites(root)
+    speculator, dflash, q_stores = read_speculators(root), audit_dflash(root), q_store_sites(root)
 
     def audit(api, kernel, problem, no_store=False, calibration=None):
         return TreeAudit(provenance, api, kernel, problem, no_store, speculator, dflash, q_stores, calibration or {})
