@@ -85,6 +85,27 @@ def test_what_a_removed_uid_owned_leaves_the_shared_folders_and_nothing_else_doe
     assert uid in accounts.owned_ids(folders=[str(shared)], home_root=tmp_path / "no-home")
 
 
+def test_a_file_that_goes_while_the_shared_folders_are_walked_is_passed_over(tmp_path, monkeypatch):
+    """Other work writes and deletes in /tmp while a room closes (a test run, a build): an entry
+    listed and gone before it is looked at is skipped, not an error that stops the close."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    for name in ("gone", "kept"):
+        (shared / name).write_text("x")
+    listed = os.scandir
+
+    def listing_then_deleting(folder):
+        entries = list(listed(folder))
+        if Path(folder) == shared:
+            (shared / "gone").unlink()  # between the listing and the look at each entry
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", listing_then_deleting)
+    assert accounts.remove_owned({4242424}, folders=[str(shared)]) == []
+    (shared / "gone").write_text("x")
+    assert os.getuid() in accounts.owned_ids(folders=[str(shared)], home_root=tmp_path / "no-home")
+
+
 def test_a_new_learner_never_gets_a_uid_that_owns_something():
     taken = {e.pw_uid for e in pwd.getpwall()}
     first = accounts.free_id(set())

@@ -92,11 +92,17 @@ def owned_ids(folders=sandbox.SHARED_FOLDERS, home_root: Path = HOME_ROOT) -> se
             ids.update((info.st_uid, info.st_gid))
     for folder in folders:
         for path in _walk(Path(folder)):
-            info = path.lstat()
+            try:
+                info = path.lstat()
+            except OSError:  # gone since its folder was listed
+                continue
             ids.update((info.st_uid, info.st_gid))
     if home_root.is_dir():
         for path in home_root.iterdir():
-            info = path.lstat()
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
             ids.update((info.st_uid, info.st_gid))
     return ids
 
@@ -223,7 +229,10 @@ def remove_owned(uids: set[int], folders=sandbox.SHARED_FOLDERS) -> list[Path]:
             except OSError:
                 continue
             for entry in entries:
-                info = entry.stat(follow_symlinks=False)
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:  # gone since the folder was listed: shared folders change under us
+                    continue
                 path = Path(entry.path)
                 if info.st_uid in uids:
                     if stat.S_ISDIR(info.st_mode):
