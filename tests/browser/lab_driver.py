@@ -95,8 +95,9 @@ class LabServer:
     """``jupyter lab`` over a temporary copy of `notebooks`, on 127.0.0.1 with a random token."""
 
     def __init__(self, notebooks: Path, workdir: Path, *, startup_timeout: float = 120.0,
-                 lab_overrides: bool = True):
+                 lab_overrides: bool = True, extra_env: dict | None = None):
         self.lab_overrides = lab_overrides  # False only to show that the news prompt test can fail
+        self.extra_env = dict(extra_env or {})  # e.g. MEM_LIMIT, as a room's spawner sets it
         self.source = Path(notebooks)
         self.workdir = Path(workdir)
         self.root = self.workdir / "notebooks"
@@ -125,6 +126,7 @@ class LabServer:
         env = lab.lab_env(self.token)  # the token in the environment, as make lab passes it
         env.update(JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"), JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
                    JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
+        env.update(self.extra_env)
         cmd = [
             sys.executable, "-m", "jupyter", "lab", "--no-browser",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",

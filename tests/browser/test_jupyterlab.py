@@ -15,7 +15,8 @@ names another Chromium binary; ``LABKIT_BROWSER_NOTEBOOKS`` another notebook fol
 ``LABKIT_BROWSER_SABOTAGE`` shows that the test can fail (it edits only the temporary copy):
 ``raise`` appends a cell that raises to every notebook; ``slider`` appends a cell to the explorer
 notebook that detaches every widget callback, so the slider moves and the figure does not; ``news``
-starts JupyterLab without `make lab`'s overrides, so its question about Jupyter news comes up.
+starts JupyterLab without `make lab`'s overrides, so its question about Jupyter news comes up;
+``gauge`` starts it without a memory limit, so the status bar's gauge shows no limit.
 
 JupyterLab runs with the settings `make lab` gives it (labkit/tools/lab.py): the first notebook
 must open without the question "Would you like to get notified about official Jupyter news?", the
@@ -50,6 +51,9 @@ if _missing:
     pytest.skip(reason, allow_module_level=True)
 
 NOTEBOOK_NAMES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+# The learner's memory limit, as a room's spawner hands it to the server (MEM_LIMIT, bytes): the
+# status bar's gauge (jupyter-resource-usage) shows the server's use against it.
+GAUGE_LIMIT_MB = 3072
 
 RAISING_CELL = 'raise RuntimeError("deliberately broken cell (LABKIT_BROWSER_SABOTAGE=raise)")'
 DETACH_CALLBACKS = """\
@@ -81,7 +85,8 @@ def lab(tmp_path_factory):
     if not NOTEBOOK_NAMES:
         pytest.skip(f"no notebooks in {NOTEBOOKS}")
     work = tmp_path_factory.mktemp("jupyterlab")
-    with LabServer(NOTEBOOKS, work, lab_overrides=SABOTAGE != "news") as server:
+    gauge = {} if SABOTAGE == "gauge" else {"MEM_LIMIT": str(GAUGE_LIMIT_MB * 2**20)}
+    with LabServer(NOTEBOOKS, work, lab_overrides=SABOTAGE != "news", extra_env=gauge) as server:
         if SABOTAGE:
             _sabotage(server.root)
         with sync_playwright() as p:
@@ -144,6 +149,25 @@ def test_jupyterlab_opens_without_the_news_prompt(ran):
     assert not report.news_prompt, f"JupyterLab asked about '{NEWS_PROMPT}' on opening {first}"
     asked = [n for n, r in results.items() if isinstance(r, RunReport) and r.news_prompt]
     assert not asked, f"JupyterLab asked about '{NEWS_PROMPT}' in {asked}"
+
+
+def test_the_status_bar_shows_memory_use_against_the_learners_limit(ran):
+    """A learner meets their memory limit on a gauge before a MemoryError: JupyterLab's status bar
+    reads "Mem: USE / LIMIT MB" (jupyter-resource-usage, polling the server every few seconds)."""
+    import re
+
+    _, pages = ran
+    page = next(p.page for name, p in pages.items() if name.startswith(EXPLORER))
+    bar = page.locator("#jp-main-statusbar")
+    deadline = 60_000
+    page.wait_for_function("() => /Mem:/.test(document.querySelector('#jp-main-statusbar')?.innerText || '')",
+                           timeout=deadline)
+    text = bar.inner_text()
+    match = re.search(r"Mem:\s*([\d.]+)\s*/\s*([\d.]+)\s*(KB|MB|GB)", text)
+    assert match, f"the status bar shows no memory against a limit: {text!r}"
+    in_mb = {"KB": 1 / 1024, "MB": 1, "GB": 1024}[match.group(3)]
+    used, limit = float(match.group(1)) * in_mb, float(match.group(2)) * in_mb
+    assert abs(limit - GAUGE_LIMIT_MB) < 1 and 0 < used < limit, text
 
 
 def test_step_slider_changes_the_explorer_figure(ran):
