@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.installed-lab
+# Every extra of pyproject.toml: what `make test` needs (the lab's own set-up takes `lab` alone).
+ALL_EXTRAS := lab,test,browser,hub
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PIP_INSTALL := $(PIP) install -q --root-user-action=ignore
 # Each stage of `make test` prints its wall time; `scripts/timed --summary` lists them at the end.
@@ -26,7 +29,8 @@ ARGS ?=
 # no index at all (a room without a good network: `make wheelhouse` fills DIR beforehand).
 TORCH ?= cpu
 WHEELHOUSE ?=
-PIP_SOURCE := $(BIN)/python -m labkit setup pip-source --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)"
+# INSTALLER=auto (the default): uv, pinned, where it installs, else pip; INSTALLER=pip: pip alone.
+INSTALLER ?= auto
 # The room stage of `make test` downloads a fresh wheelhouse here and builds binder/'s environment
 # from it, offline; LABKIT_ROOM_PYTHON is the interpreter it makes that environment with.
 ROOM_WHEELHOUSE := build/room-wheelhouse
@@ -41,7 +45,7 @@ JOBS ?= $(if $(filter 1 2 3,$(CPUS)),$(CPUS),4)
 # stops make with one line that names it and the choices, exit status 2 (scripts/check_make_vars.py).
 ifneq ($(MAKECMDGOALS),clean)
 MAKE_VARS_ERROR := $(shell $(PYTHON) scripts/check_make_vars.py 'LABKIT_BACKEND=$(LABKIT_BACKEND)' \
-	'JOBS=$(JOBS)' 'TORCH=$(TORCH)' 'WHEELHOUSE=$(WHEELHOUSE)' --goals '$(MAKECMDGOALS)')
+	'JOBS=$(JOBS)' 'TORCH=$(TORCH)' 'WHEELHOUSE=$(WHEELHOUSE)' 'INSTALLER=$(INSTALLER)' --goals '$(MAKECMDGOALS)')
 ifneq ($(MAKE_VARS_ERROR),)
 $(error $(MAKE_VARS_ERROR))
 endif
@@ -68,16 +72,22 @@ XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadsc
 # part of the set-up on 2 cores). Like pip, it ignores files that are not Python 3 source
 # (templates, py2 leftovers in some wheels); without .pyc files every process that imports torch
 # would take seconds longer where PYTHONDONTWRITEBYTECODE is set.
-$(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
+# The set-up: a venv, then the kit at the pins (python -m labkit setup install: uv where it installs,
+# else pip; it compiles the bytecode on every core afterwards). `make lab` installs the lab extra
+# alone, `make test` (and every other target) every extra; either stamp is redone when the pins change.
+define SETUP
 	@$(TIMED) set-up sh -c '\
 		$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11) and \"labkit needs Python 3.11 or newer; this is \" + sys.version.split()[0] + \": run make PYTHON=python3.11 ...\")" && \
-		$(PYTHON) -m venv $(VENV) && \
-		src=$$($(PIP_SOURCE)) && \
-		echo "   packages from: $${src:-the configured indexes} (TORCH=$(TORCH)$(if $(WHEELHOUSE), WHEELHOUSE=$(WHEELHOUSE)))" && \
-		$(PIP_INSTALL) $$src --upgrade pip && \
-		$(PIP_INSTALL) $$src --no-compile -c requirements/ci.txt -e ".[lab,test,browser,hub]" && \
-		{ $(BIN)/python -m compileall -qq -j 0 $(VENV)/lib >/dev/null || true; }'
+		{ [ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV); } && \
+		$(BIN)/python -m labkit setup install "$(1)" --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)" \
+			--installer "$(INSTALLER)"'
+endef
+$(LAB_STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
+	$(call SETUP,lab)
 	@touch $@
+$(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
+	$(call SETUP,$(ALL_EXTRAS))
+	@touch $@ $(LAB_STAMP)
 
 # The venv alone, for `make wheelhouse` (it needs pip, not the kit's packages).
 $(BIN)/python:
@@ -95,7 +105,7 @@ wheelhouse: | $(BIN)/python
 # built where missing; a learner's own copies are kept) or EDITION=instructor (notebooks/, solved).
 # python -m labkit lab checks the value and the port (LAB_PORT) before anything starts.
 EDITION ?= student
-lab: lab-check $(STAMP)
+lab: lab-check $(LAB_STAMP)
 	$(BIN)/python -m labkit lab --edition "$(EDITION)" $(ARGS)
 
 # Before the set-up: a bad EDITION or port is one line at once, not after minutes of installing (the

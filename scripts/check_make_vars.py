@@ -1,6 +1,7 @@
 """The Makefile's first step: every variable a user may set, checked before anything runs.
 
-    python3 scripts/check_make_vars.py LABKIT_BACKEND=... JOBS=... TORCH=... WHEELHOUSE=... [--goals GOALS]
+    python3 scripts/check_make_vars.py LABKIT_BACKEND=... JOBS=... TORCH=... WHEELHOUSE=... INSTALLER=... \
+        [--goals GOALS]
 
 Prints an empty line when every value is usable; otherwise the first bad value's problem, in one
 line that names the variable, its value and the choices, which the Makefile turns into its error
@@ -25,7 +26,7 @@ if "labkit" not in sys.modules:
     _package.__path__ = [str(REPO / "labkit")]
     sys.modules["labkit"] = _package
 
-from labkit.tools.setup import torch_problem, wheelhouse_problem  # noqa: E402  (the package, just stood in)
+from labkit.tools.setup import installer_problem, torch_problem, wheelhouse_problem  # noqa: E402  (the package, just stood in)
 
 
 def backends() -> tuple[str, ...]:
@@ -55,7 +56,7 @@ def jobs_problem(value: str) -> str | None:
 
 def problems(values: dict[str, str], goals: list[str]) -> list[str]:
     found = [backend_problem(values.get("LABKIT_BACKEND", "")), jobs_problem(values.get("JOBS", "1")),
-             torch_problem(values.get("TORCH", "cpu"))]
+             torch_problem(values.get("TORCH", "cpu")), installer_problem(values.get("INSTALLER", "auto"))]
     # `make wheelhouse WHEELHOUSE=DIR` fills DIR: there it is a destination, not a folder to install from.
     if values.get("WHEELHOUSE") and "wheelhouse" not in goals:
         found.append(wheelhouse_problem(values["WHEELHOUSE"]))

@@ -298,6 +298,7 @@ def _make(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProc
     ("test-unit", "JOBS=0", "JOBS='0'", "a whole number from 1", "environment"),
     ("lab", "TORCH=rocm", "TORCH='rocm'", "cpu, cuda", "argument"),
     ("lab", "WHEELHOUSE=/nowhere/wheels", "WHEELHOUSE='/nowhere/wheels'", "make wheelhouse", "argument"),
+    ("lab", "INSTALLER=conda", "INSTALLER='conda'", "auto (uv where it installs, else pip) or pip", "argument"),
 ])
 def test_a_bad_make_variable_is_one_line_that_names_it_and_the_choices_exit_2(goal, setting, named, choices, how):
     name, value = setting.split("=", 1)

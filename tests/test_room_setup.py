@@ -35,6 +35,7 @@ import pytest
 from checkout import checkout_files, git
 
 from labkit.__main__ import main
+from labkit.errors import LabkitInputError
 from labkit.tools import lab, setup
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,6 +124,55 @@ def test_a_wheelhouse_means_no_index_at_all(tmp_path):
                                    unreachable=_never) == ["--no-index", "--find-links", str(tmp_path.resolve())]
 
 
+def test_uv_gets_the_folders_of_wheels_pips_configuration_names_and_weighs_every_index(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{wheels} {tmp_path / 'not-there'}")
+    assert str(wheels) in setup.pip_config_find_links()
+    assert str(tmp_path / "not-there") not in setup.pip_config_find_links()
+    monkeypatch.setattr(setup, "pip_config_find_links", lambda: [str(wheels)])
+    cpu = ["--extra-index-url", setup.TORCH_CPU_INDEX]
+    assert setup.uv_source_args(cpu) == cpu + ["--find-links", str(wheels), "--index-strategy", "unsafe-best-match"]
+    offline = ["--no-index", "--find-links", str(tmp_path)]  # a wheelhouse: nothing else
+    assert setup.uv_source_args(offline) == offline + ["--index-strategy", "unsafe-best-match"]
+
+
+@pytest.mark.parametrize("uv_exit, installer, expected", [
+    (0, "auto", ["uv"]),                    # uv installs: pip never runs
+    (1, "auto", ["uv", "pip", "pip"]),      # uv fails: pip upgrades itself and installs the same pins
+    (None, "auto", ["pip", "pip"]),         # no uv to be had: pip
+    (0, "pip", ["pip", "pip"]),             # INSTALLER=pip: uv is not even fetched
+])
+def test_the_set_up_installs_with_uv_and_falls_back_to_pip(monkeypatch, uv_exit, installer, expected):
+    ran, fetched = [], []
+
+    def run(cmd, **kwargs):
+        if "compileall" not in cmd:
+            ran.append(("uv" if cmd[0] == "/venv/bin/uv" else "pip", cmd))
+        code = uv_exit if cmd[0] == "/venv/bin/uv" else 0
+        return subprocess.CompletedProcess(cmd, code, "", "")
+
+    monkeypatch.setattr(setup, "pip_source_args", lambda torch, wheelhouse: ["--extra-index-url", "X"])
+    monkeypatch.setattr(setup, "pip_config_find_links", lambda: [])
+    monkeypatch.setattr(setup, "_get_uv", lambda source, log: fetched.append(source) or (
+        None if uv_exit is None else "/venv/bin/uv"))
+    monkeypatch.setattr(setup.subprocess, "run", run)
+    assert setup.install("lab", installer=installer, log=lambda line: None) == 0
+    assert [who for who, _ in ran] == expected
+    assert bool(fetched) == (installer == "auto")
+    for _, cmd in ran:
+        assert cmd[-2:] == ["-e", ".[lab]"] or cmd[-2:] == ["--upgrade", "pip"], cmd
+        assert "X" in cmd  # the same source, whoever installs
+        if cmd[-2:] == ["-e", ".[lab]"]:
+            assert cmd[cmd.index("-c") + 1] == str(setup.PINS)  # at the pins
+
+
+def test_a_bad_installer_is_one_line_from_make_and_from_the_command(tmp_path):
+    assert setup.installer_problem("pip") is None and setup.installer_problem("auto") is None
+    with pytest.raises(LabkitInputError, match="INSTALLER='conda' is not an installer"):
+        setup.install("lab", installer="conda")
+
+
 def _fake_wheel(folder: Path, name: str, version: str) -> Path:
     dist = f"{name}-{version}.dist-info"
     files = {f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
@@ -176,14 +226,20 @@ def test_reachability_of_an_index_is_told_apart(tmp_path):
     assert time.monotonic() - started < 5
 
 
-def test_make_passes_the_torch_and_wheelhouse_switches_to_both_pip_commands(tmp_path):
+def test_make_passes_the_torch_wheelhouse_and_installer_switches_to_both_set_ups(tmp_path):
     (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")  # make checks WHEELHOUSE holds wheels first
-    recipe = _make_dry_run("-W", "pyproject.toml", ".venv/.installed", "TORCH=cuda", f"WHEELHOUSE={tmp_path}")
-    assert f'-m labkit setup pip-source --torch "cuda" --wheelhouse "{tmp_path}"' in recipe
-    pip_lines = [line for line in recipe.splitlines() if " -m pip " in line and " install " in line]
-    assert len(pip_lines) == 2 and all("$src" in line for line in pip_lines), pip_lines
-    default = _make_dry_run("-W", "pyproject.toml", ".venv/.installed")
-    assert '--torch "cpu" --wheelhouse ""' in default
+    for stamp, extras in ((".venv/.installed", "lab,test,browser,hub"), (".venv/.installed-lab", "lab")):
+        recipe = _make_dry_run("-W", "pyproject.toml", stamp, "TORCH=cuda", f"WHEELHOUSE={tmp_path}", "INSTALLER=pip")
+        assert (f'-m labkit setup install "{extras}" --torch "cuda" --wheelhouse "{tmp_path}" --installer "pip"'
+                in recipe), recipe
+        default = _make_dry_run("-W", "pyproject.toml", stamp)
+        assert f'install "{extras}" --torch "cpu" --wheelhouse "" --installer "auto"' in default
+
+
+def test_make_lab_sets_up_the_lab_extra_alone_and_make_test_every_extra():
+    assert ".venv/.installed-lab" in _make_dry_run("-W", "pyproject.toml", "lab")
+    assert '"lab,test,browser,hub"' not in _make_dry_run("-W", "pyproject.toml", "lab")
+    assert '"lab,test,browser,hub"' in _make_dry_run("-W", "pyproject.toml", "test")
 
 
 def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
@@ -207,8 +263,8 @@ def test_the_wheelhouse_holds_what_pip_needs_to_build_the_kit():
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert setup.build_requires() == pyproject["build-system"]["requires"]
-    installed_extras = re.search(r'-e "\.\[([a-z,]+)\]"', MAKEFILE).group(1)
-    assert setup.WHEELHOUSE_EXTRAS == installed_extras, "the wheelhouse must hold every extra make lab installs"
+    installed_extras = re.search(r"^ALL_EXTRAS := (\S+)$", MAKEFILE, re.M).group(1)
+    assert setup.WHEELHOUSE_EXTRAS == installed_extras, "the wheelhouse must hold every extra make test installs"
 
 
 # -- JupyterLab without the news prompt --------------------------------------------------------------
@@ -303,13 +359,12 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
 
 # -- binder/ -------------------------------------------------------------------------------------
 
-def test_postbuild_installs_the_lab_extra_with_the_cpu_index_and_writes_the_overrides():
+def test_postbuild_installs_the_kit_alone_then_checks_and_writes_the_overrides():
     text = POSTBUILD.read_text()
     assert os.access(POSTBUILD, os.X_OK), "repo2docker runs binder/postBuild only if it is executable"
-    install = re.search(r"python -m pip install ([^\n]*\\\n)*[^\n]*", text).group(0)
-    assert f"--extra-index-url {setup.TORCH_CPU_INDEX}" in install
-    assert "-c requirements/ci.txt" in install and '-e ".[lab]"' in install
-    assert "PIP_NO_INDEX" not in install and "--index-url" not in install.replace("--extra-index-url", "")
+    installs = re.findall(r"^python -m pip install .*$", text, re.M)
+    assert installs == ["python -m pip install --no-cache-dir --no-deps -e ."], installs
+    assert re.search(r"^python -m pip check$", text, re.M)
     assert re.search(r"^python -m labkit setup lab-overrides$", text, re.M)
 
 
@@ -319,9 +374,23 @@ def _binder_python() -> str:
     return match.group(1)
 
 
-def test_binder_environment_gives_python_and_pip_only():
-    deps = re.findall(r"^\s*-\s*(\S+)\s*$", BINDER_ENV.read_text().split("dependencies:", 1)[1], re.M)
-    assert deps == [f"python={_binder_python()}", "pip"]
+def _binder_pip_list() -> list[str]:
+    """The pip section of binder/environment.yml, as conda hands it to pip (a requirements file)."""
+    text = BINDER_ENV.read_text().split("- pip:", 1)[1]
+    return [m.group(1).strip() for m in re.finditer(r"^\s+-\s+(.+)$", text, re.M)]
+
+
+def test_binder_environment_holds_every_third_party_package_of_the_lab_at_its_pin():
+    deps = re.findall(r"^  -\s*(\S+)\s*$", BINDER_ENV.read_text().split("dependencies:", 1)[1], re.M)
+    assert deps == [f"python={_binder_python()}", "pip", "pip:"]  # Python, pip, and pip's own list
+    listed = _binder_pip_list()
+    assert listed[0] == f"--extra-index-url {setup.TORCH_CPU_INDEX}"
+    for name in ("torch", "numpy", "jupyterlab", "ipywidgets", "jupyter-resource-usage", "jsonschema"):
+        assert f"{name}=={_pin(name)}" in [item.split(";")[0].strip() for item in listed], name
+    assert not any("labkit" in item or item.startswith(("-e", ".")) for item in listed), "the kit is postBuild's"
+    # Written from pyproject.toml and the pins: a pin changed there and not here fails.
+    assert BINDER_ENV.read_text() == setup.render_binder_env(), "python -m labkit setup binder-env"
+    assert main(["setup", "binder-env", "--check"]) == 0
 
 
 # -- docs/TRITON_MASKS.md ---------------------------------------------------------------------------
@@ -442,6 +511,13 @@ def room(request):
     upgraded = room.run("pip", [room.python, "-m", "pip", "install", "--upgrade", "pip"], no_network=True)
     assert upgraded.returncode == 0, _tail(upgraded)
 
+    # repo2docker's conda installs binder/environment.yml's pip section (as a requirements file)
+    # before it copies the repository: every third-party package, from the wheelhouse here.
+    requirements = WORK / "binder-requirements.txt"
+    requirements.write_text("\n".join(_binder_pip_list()) + "\n")
+    listed = room.run("environment.yml", [room.python, "-m", "pip", "install", "-r", str(requirements)],
+                      no_network=True)
+    assert listed.returncode == 0, _tail(listed)
     room.run("postBuild", [str(repo / "binder" / "postBuild")], no_network=True)
     _say(f"binder environment ready in {time.monotonic() - started:.0f} s")
     yield room
@@ -455,6 +531,10 @@ def test_postbuild_installs_the_lab_from_the_wheelhouse_alone(room):
     assert done.returncode == 0, f"binder/postBuild failed offline:\n{_tail(done)}"
     output = done.stdout + done.stderr
     assert "Looking in indexes" not in output and "Retrying" not in output, _tail(done)
+    # The split Binder caches by: postBuild installs the kit and nothing else.
+    installed = re.findall(r"^Successfully installed (.+)$", output, re.M)
+    kit = room.python_says("import importlib.metadata as m; print(m.version('labkit'))")
+    assert [line.split() for line in installed] == [[f"labkit-{kit}"]], installed
     versions = json.loads(room.python_says(
         "import json, importlib.metadata as m; "
         "print(json.dumps({n: m.version(n) for n in ('torch', 'jupyterlab', 'numpy', 'ipywidgets', 'labkit')}))"))

@@ -6,6 +6,8 @@
     python -m labkit bench-cpu --only fresh-clone   # `make test` in a fresh clone of HEAD, set-up included,
                                                     # the browser stage required (no Chromium: it fails)
     python -m labkit bench-cpu --only repro --repeat 3    # the default repro three times
+    python -m labkit bench-cpu --only first-lab [--commit REV]   # a first `make lab`'s set-up: a fresh
+                                                    # clone of REV, empty download caches
 
 Every run writes what it measured to the records in labkit/data/cpu/ (``--no-record``: print
 only): the notebooks' times to notebook_times.json (only when every notebook ran and passed; the
@@ -43,7 +45,7 @@ COMMAND_RECORD = paths.DATA / "cpu" / "command_times.json"
 TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 360.0}
 # The stages `make test`'s target leaves out (a fresh clone's first run installs the venv first).
 MAKE_TEST_EXCLUDES = ("set-up",)
-PARTS = ("repro", "notebooks", "make-test", "fresh-clone")
+PARTS = ("repro", "notebooks", "make-test", "fresh-clone", "first-lab")
 DEFAULT_PARTS = ("repro", "notebooks")
 
 
@@ -186,6 +188,30 @@ def time_fresh_clone() -> list[Timing]:
         return time_make_test(clone, "make test (fresh clone)", LABKIT_REQUIRE_BROWSER="1")
 
 
+FIRST_LAB = "make lab set-up"
+
+
+def time_first_lab(commit: str = "HEAD") -> Timing:
+    """A first `make lab`'s set-up as a new learner meets it: a fresh clone of `commit`, no venv, and
+    empty download caches (pip's and uv's), up to the moment the server would start. The make target
+    is the one that commit's `make lab` depends on; the label says how that commit installs."""
+    with tempfile.TemporaryDirectory(prefix="labkit-first-lab-") as tmp:
+        clone = Path(tmp) / "labkit"
+        subprocess.run(["git", "clone", "-q", str(paths.REPO), str(clone)], check=True)
+        subprocess.run(["git", "checkout", "-q", commit], cwd=clone, check=True)
+        makefile = (clone / "Makefile").read_text()
+        lab_alone = "LAB_STAMP" in makefile
+        target, how = ((".venv/.installed-lab", "the lab extra, uv where it installs") if lab_alone else
+                       (".venv/.installed", "every extra, pip"))
+        caches = Path(tmp) / "caches"
+        env = dict(os.environ, PIP_CACHE_DIR=str(caches / "pip"), UV_CACHE_DIR=str(caches / "uv"),
+                   XDG_CACHE_HOME=str(caches))
+        print(f"  {FIRST_LAB} of {commit} ({how}) in a fresh clone, empty caches ...", flush=True)
+        took, done = _run(["make", target], cwd=clone, env=env)
+        return Timing(f"{FIRST_LAB} ({how}; fresh clone, empty caches)", took, None, done.returncode == 0,
+                      _last_line(done.stderr if done.returncode else done.stdout), commit=commit_of(clone))
+
+
 def provenance(command: str, measured: dict | None = None) -> dict:
     """Where, when and with what a measurement was made, and which commit (default: this tree's)."""
     import torch
@@ -253,6 +279,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repro-args", default="", help="extra arguments for the repro run, e.g. '--backend torch'")
     parser.add_argument("--json", default="", help="also write the timings to this JSON file")
     parser.add_argument("--repeat", type=int, default=1, help="run the repro this many times (default 1)")
+    parser.add_argument("--commit", default="HEAD", help="first-lab: the commit whose set-up to time (default HEAD)")
     parser.add_argument("--record", action="store_true", default=True,
                         help="write what was measured to the records in labkit/data/cpu/ (the default): the "
                              f"notebooks' times to {NOTEBOOK_RECORD.name} (all notebooks, every one passing), "
@@ -275,6 +302,8 @@ def main(argv: list[str]) -> int:
         timings += time_make_test(paths.REPO, "make test")
     if "fresh-clone" in parts:
         timings += time_fresh_clone()
+    if "first-lab" in parts:
+        timings.append(time_first_lab(args.commit))
     print("\n" + report(timings))
     if args.record:
         command = " ".join([PROG, *argv])

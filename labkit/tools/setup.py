@@ -5,6 +5,9 @@ and each prints its answer and exits.
     python -m labkit setup wheelhouse DIR [--torch cpu|cuda] [--record]       download the pinned wheels into DIR
     python -m labkit setup lab-overrides              JupyterLab's defaults for this Python (labkit.tools.lab)
     python -m labkit setup server-config EDITION      a server started elsewhere (Binder) opens EDITION, trusted
+    python -m labkit setup binder-env [--check]       binder/environment.yml: the lab's third-party pins
+    python -m labkit setup install EXTRAS [--torch ..] [--wheelhouse DIR] [--installer auto|pip]
+                                                      the kit with EXTRAS at the pins (make's set-up)
 
 The Makefile asks ``pip-source`` before the venv holds any package, so this module imports nothing but
 the standard library and the kit's paths, errors and :mod:`labkit.tools.lab` (which import nothing
@@ -36,8 +39,8 @@ from labkit.tools import lab
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_CHOICES = ("cpu", "cuda")
 PINS = paths.REPO / "requirements" / "ci.txt"
-# What `make wheelhouse` downloads: the kit's dependencies with every extra `make lab` installs,
-# the build backend pip needs to install the kit itself from the clone, and pip.
+# What `make wheelhouse` downloads: the kit's dependencies with every extra `make test` installs,
+# the build backend pip needs to install the kit itself from the clone, pip and uv (the installer).
 WHEELHOUSE_EXTRAS = "lab,test,browser,hub"
 
 
@@ -158,6 +161,95 @@ def pip_source_args(torch: str = "cpu", wheelhouse: str | None = None, *, platfo
     return ["--extra-index-url", TORCH_CPU_INDEX]
 
 
+# -- the set-up: installing the pins ------------------------------------------------------------------
+
+INSTALLERS = ("auto", "pip")
+
+
+def installer_problem(installer: str) -> str | None:
+    if installer in INSTALLERS:
+        return None
+    return (f"INSTALLER={installer!r} is not an installer; choose auto (uv where it installs, else pip) or pip "
+            "(pip alone)")
+
+
+def pip_config_find_links() -> list[str]:
+    """The folders of wheels pip's own configuration names (find-links), which uv does not read."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found: list[str] = []
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(".find-links"):
+            found += [item for item in value.strip().strip("'\"").split() if item not in found and Path(item).is_dir()]
+    return found
+
+
+def uv_source_args(source: list[str]) -> list[str]:
+    """`pip_source_args`'s answer for uv: the same index or wheelhouse, pip's configured folders of wheels
+    (where pip may take the CPU torch from disk), and every index's versions weighed together (uv
+    otherwise takes a package from the first index that has it, and PyTorch's CPU index carries old
+    copies of numpy and others)."""
+    args = list(source)
+    if "--no-index" not in args:
+        for folder in pip_config_find_links():
+            args += ["--find-links", folder]
+    return args + ["--index-strategy", "unsafe-best-match"]
+
+
+def _get_uv(source: list[str], log) -> str | None:
+    """uv, pinned in requirements/ci.txt, installed into this venv by pip from where the pins come from;
+    None where it cannot be (no network and no uv in the wheelhouse, a platform without its wheel)."""
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "--root-user-action=ignore", *source, "-c", str(PINS), "uv"],
+                          capture_output=True, text=True, cwd=paths.REPO)
+    uv = Path(sys.executable).parent / ("uv.exe" if sys.platform == "win32" else "uv")
+    if done.returncode != 0 or not uv.is_file():
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no uv after the install"]
+        log(f"   uv is not available here ({last[0][:160]}): pip installs instead")
+        return None
+    return str(uv)
+
+
+def install(extras: str, torch: str = "cpu", wheelhouse: str | None = None, installer: str = "auto",
+            log=print) -> int:
+    """Install the kit (editable) with `extras` at the pins into this Python, then compile its bytecode
+    on every core. With installer "auto", uv installs (parallel downloads, no bytecode pass of its
+    own; pip's resolver and serial downloads were most of a first `make lab`); where uv cannot be had
+    or fails, pip does, from the same source. Returns the exit status."""
+    problem = installer_problem(installer) or torch_problem(torch) or (wheelhouse and wheelhouse_problem(wheelhouse))
+    if problem:
+        raise LabkitInputError(problem)
+    source = pip_source_args(torch, wheelhouse or None)
+    log(f"   packages from: {' '.join(source) or 'the configured indexes'} (TORCH={torch}"
+        f"{f' WHEELHOUSE={wheelhouse}' if wheelhouse else ''}); the kit with [{extras}]")
+    target = ["-c", str(PINS), "-e", f".[{extras}]"]
+    uv = _get_uv(source, log) if installer == "auto" else None
+    code = 1
+    if uv is not None:
+        log("   installing with uv")
+        # pip too, at its newest, as the pip path upgrades it: `make wheelhouse` and the tests use it.
+        code = subprocess.run([uv, "pip", "install", "--python", sys.executable, *uv_source_args(source), "pip",
+                               *target], cwd=paths.REPO).returncode
+        if code != 0:
+            log("   uv could not install the pins (above): pip installs them instead")
+    if code != 0:
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+        quiet = ["install", "-q", "--root-user-action=ignore", *source]
+        code = subprocess.run([*pip, *quiet, "--upgrade", "pip"], cwd=paths.REPO).returncode or subprocess.run(
+            [*pip, *quiet, "--no-compile", *target], cwd=paths.REPO).returncode
+    if code == 0:
+        # Like pip's own pass, files that are not Python 3 source (templates, py2 leftovers) are skipped:
+        # without .pyc files every process that imports torch would take seconds longer where
+        # PYTHONDONTWRITEBYTECODE is set.
+        subprocess.run([sys.executable, "-m", "compileall", "-qq", "-j", "0", str(Path(sys.prefix) / "lib")],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return code
+
+
 # -- the set-up: a wheelhouse for a room without a good network ------------------------------------
 
 def _mb(n: int) -> str:
@@ -171,7 +263,7 @@ def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     source = pip_source_args(torch, for_download=True)
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
-           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", *build_requires(), "pip"]
+           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", *build_requires(), "pip", "uv"]
     print(f"== wheelhouse: pip download into {dest} (TORCH={torch}; "
           f"{' '.join(source) or 'the indexes of pip configuration'})", flush=True)
     started = time.monotonic()
@@ -260,6 +352,56 @@ def write_server_config(edition: str, config_dir: Path | None = None) -> Path:
     return path
 
 
+# -- Binder: the third-party packages in environment.yml, the kit in postBuild ---------------------
+
+BINDER_ENV = paths.REPO / "binder" / "environment.yml"
+# Pins of packages the lab does not name but installs, kept for the lab's sake (requirements/ci.txt
+# says why): without them Binder would take whatever their newest is.
+BINDER_TRANSITIVE_PINS = ("jsonschema",)
+
+
+def _pins() -> dict[str, str]:
+    """requirements/ci.txt as {normalised name: the whole requirement line}."""
+    pins = {}
+    for line in PINS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(r"([A-Za-z0-9_.-]+)\s*==", line)
+        if match:
+            pins[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = line
+    return pins
+
+
+def binder_requirements() -> list[str]:
+    """What Binder installs before it copies the repository (and so caches across commits): the
+    kit's dependencies and its lab extra at the pins CI tests, and the index of PyTorch's CPU builds."""
+    import tomllib
+
+    project = tomllib.loads((paths.REPO / "pyproject.toml").read_text())["project"]
+    wanted = [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in
+              project["dependencies"] + project["optional-dependencies"]["lab"]]
+    pins = _pins()
+    lines, seen = [], set()
+    for name in wanted + list(BINDER_TRANSITIVE_PINS):
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        if key not in pins:
+            raise LabkitInputError(f"{PINS.relative_to(paths.REPO)} pins no {name}, which the lab installs")
+        seen.add(key)
+        lines.append(pins[key])
+    return [f"--extra-index-url {TORCH_CPU_INDEX}"] + lines
+
+
+def render_binder_env() -> str:
+    items = "".join(f"      - {line}\n" for line in binder_requirements())
+    return ("# Binder / JupyterHub (repo2docker): Python, and every third-party package of the lab at the pins\n"
+            "# CI tests (requirements/ci.txt), with the CPU builds of torch. repo2docker installs this file\n"
+            "# before it copies the repository, so its image layer is reused until this file changes;\n"
+            "# binder/postBuild then installs the kit alone. Written by `python -m labkit setup binder-env`.\n"
+            "name: labkit\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n"
+            + items)
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
@@ -276,6 +418,13 @@ def add_arguments(parser) -> None:
                                            "Python")
     server = verbs.add_parser("server-config", help="make this Python's Jupyter server open EDITION, trusted")
     server.add_argument("edition", metavar="EDITION", help="student or instructor")
+    inst = verbs.add_parser("install", help="install the kit with EXTRAS at the pins into this Python (make's set-up)")
+    inst.add_argument("extras", metavar="EXTRAS", help="comma-separated extras, e.g. lab or lab,test,browser,hub")
+    inst.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's)")
+    inst.add_argument("--wheelhouse", default="", help="install from this folder alone, no index")
+    inst.add_argument("--installer", default="auto", help="auto (uv where it installs, else pip; default) or pip")
+    binder = verbs.add_parser("binder-env", help="write binder/environment.yml from pyproject.toml and the pins")
+    binder.add_argument("--check", action="store_true", help="only say whether the file is as it would be written")
 
 
 def run(args) -> int:
@@ -292,6 +441,18 @@ def run(args) -> int:
         if args.record:
             path = record_downloads(summary, args.torch).relative_to(paths.REPO)
             print(f"wrote {path}: python -m labkit docs --write")
+    elif args.question == "install":
+        return install(args.extras, args.torch, args.wheelhouse or None, args.installer)
+    elif args.question == "binder-env":
+        text, where = render_binder_env(), BINDER_ENV.relative_to(paths.REPO)
+        if args.check:
+            if BINDER_ENV.read_text() != text:
+                print(f"{where} is not as pyproject.toml and the pins say: python -m labkit setup binder-env")
+                return 1
+            print(f"{where} is as pyproject.toml and the pins say")
+        else:
+            BINDER_ENV.write_text(text)
+            print(f"wrote {where}")
     elif args.question == "lab-overrides":
         print(f"JupyterLab defaults (no news prompt, no update checks): {lab.write_lab_overrides()}")
     else:
