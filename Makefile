@@ -74,16 +74,17 @@ XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadsc
 # would take seconds longer where PYTHONDONTWRITEBYTECODE is set.
 # The set-up: a venv, then the kit at the pins (python -m labkit setup install: uv where it installs,
 # else pip; it compiles the bytecode on every core afterwards). `make lab` installs the lab extra
-# alone, `make test` (and every other target) every extra; either stamp is redone when the pins change.
+# alone and compiles what the lab imports while it waits, the rest in the background; `make test`
+# (and every other target) every extra, all compiled; either stamp is redone when the pins change.
 define SETUP
 	@$(TIMED) set-up sh -c '\
 		$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11) and \"labkit needs Python 3.11 or newer; this is \" + sys.version.split()[0] + \": run make PYTHON=python3.11 ...\")" && \
 		{ [ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV); } && \
 		$(BIN)/python -m labkit setup install "$(1)" --torch "$(TORCH)" --wheelhouse "$(WHEELHOUSE)" \
-			--installer "$(INSTALLER)"'
+			--installer "$(INSTALLER)" $(2)'
 endef
 $(LAB_STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
-	$(call SETUP,lab)
+	$(call SETUP,lab,--compile-in-background)
 	@touch $@
 $(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 	$(call SETUP,$(ALL_EXTRAS))

@@ -167,6 +167,15 @@ def test_the_set_up_installs_with_uv_and_falls_back_to_pip(monkeypatch, uv_exit,
             assert cmd[cmd.index("-c") + 1] == str(setup.PINS)  # at the pins
 
 
+def test_what_the_lab_set_up_compiles_first_is_what_this_environment_can_import():
+    import importlib.util
+
+    missing = [name for name in setup.LAB_IMPORTS
+               if not (name.startswith("triton") and not sys.platform.startswith("linux"))
+               and importlib.util.find_spec(name) is None]
+    assert not missing, f"LAB_IMPORTS names modules the lab extra does not install: {missing}"
+
+
 def test_a_bad_installer_is_one_line_from_make_and_from_the_command(tmp_path):
     assert setup.installer_problem("pip") is None and setup.installer_problem("auto") is None
     with pytest.raises(LabkitInputError, match="INSTALLER='conda' is not an installer"):
