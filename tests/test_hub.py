@@ -184,6 +184,11 @@ def check_a_learner_opens_their_own_lab_on_notebook_00(hub, learners):
     exercises = json.loads((folder / learner_name("07_exercises.ipynb")).read_text())
     tags = [t for c in exercises["cells"] for t in c.get("metadata", {}).get("tags", [])]
     assert PLACEHOLDER_TAG in tags and "solution" not in tags
+    # The status bar's memory gauge reads the server's metrics against the learner's limit.
+    metrics = person.server_api("GET", "/metrics/v1")
+    assert metrics.status_code == 200, (metrics.status_code, metrics.text[:300])
+    assert metrics.json()["limits"]["memory"]["rss"] == LIMITS.memory_bytes, metrics.text[:300]
+    assert 0 < metrics.json()["rss"] < LIMITS.memory_bytes
 
 
 def check_no_login_reaches_no_server(hub, learners):
@@ -832,6 +837,52 @@ def test_a_room_of_two_learners_on_a_real_hub(tmp_path):
             mark = pwd.getpwnam(name).pw_gecos
             accounts.remove_learner(name, mark.removeprefix(accounts.MARK_PREFIX))
     assert _room_users() == []
+
+
+def _in_a_few_minutes() -> list[str]:
+    """--session-start for three minutes from now, where that is still today."""
+    later = time.localtime(time.time() + 180)
+    return [] if later.tm_yday != time.localtime().tm_yday else ["--session-start", time.strftime("%H:%M", later)]
+
+
+def test_a_warm_room_has_each_learners_kernel_ready_on_notebook_00_and_culls_from_the_session(tmp_path):
+    """hub start --warm: before anyone logs in, the learner's server runs and a kernel on notebook 00
+    has the kit imported, silently (the learner's first cell is still [1]); the warm-up's token
+    reaches the learners and no one else; the culler waits for the session's start."""
+    if _room_users():
+        pytest.fail(f"users of an earlier room are still on this machine: {_room_users()}")
+    hub = RoomProcess(tmp_path / "state", 1, "--memory", MEMORY, "--disk", DISK, "--warm", *_in_a_few_minutes(),
+                      cwd=ROOT)
+    try:
+        hub.wait_open(timeout_s=600)
+        assert any("warmed 1 of 1 learner(s)" in line for line in hub.output), "".join(hub.output[-20:])
+        person = Learner(hub.url, room.learner_names(1)[0], hub.passwords[room.learner_names(1)[0]])
+        person.login()
+        person.new_token()
+        sessions = person.server_api("GET", "/sessions").json()
+        assert [s["path"] for s in sessions] == [room.START_NOTEBOOK], sessions
+        probe = "import sys\nprint('labkit' in sys.modules, 'torch' in sys.modules, get_ipython().execution_count)"
+        with person.kernel(sessions[0]["kernel"]["id"]) as kernel:
+            warm = kernel.execute(probe)
+        with person.new_kernel() as kernel:  # a kernel as a learner's first cell meets it unwarmed
+            cold = kernel.execute(probe)
+        assert warm.error is None and cold.error is None, (warm.text(), cold.text())
+        # The kit is there, and the warm-up left no trace in the count a learner's first cell shows.
+        assert warm.text().split() == ["True", "True", cold.text().split()[2]], (warm.text(), cold.text())
+        token = json.loads((hub.state / "room.json").read_text())["warmer_token"]
+        import requests
+
+        def as_warmer(path):
+            return requests.get(f"{hub.url}/hub/api{path}", headers={"Authorization": f"token {token}"}, timeout=30)
+
+        assert as_warmer(f"/users/{person.name}").status_code == 200
+        assert as_warmer(f"/users/{room.ADMIN_USER}").status_code in (403, 404)
+        if _in_a_few_minutes():
+            log = (hub.state / "hub.log").read_text()
+            assert "culling starts at the session's start" in log, log[-2000:]
+    finally:
+        hub.close()
+    assert not _room_users()
 
 
 def test_the_guard_refuses_a_user_the_room_did_not_create(tmp_path):

@@ -308,3 +308,80 @@ def test_hub_logins_writes_the_hashes_and_the_credentials_for_the_owner_alone(tm
         assert path.stat().st_mode & 0o077 == 0, path
     with pytest.raises(control.HubError, match="exists"):
         control.write_logins(2, tmp_path / "logins")
+
+
+def test_the_measured_workload_is_read_from_a_learners_own_folder_and_from_notebooks(tmp_path):
+    """The bench runs notebooks 00 and 01 from each learner's folder, where they carry the learner's
+    names, and kernel-memory runs them from notebooks/: the same cells either way."""
+    from labkit import paths
+    from labkit.classroom import runtime, workload
+
+    folder = tmp_path / room.LEARNER_FOLDER
+    runtime.build_learner_folder(folder)
+    learner, instructor = workload.cells(folder), workload.cells(paths.NOTEBOOKS)
+    assert learner[-1] == instructor[-1] == workload.REPRO
+    assert len(learner) > 5 and len(learner) == len(instructor)
+
+
+def test_a_session_start_is_a_time_of_day_still_to_come_in_one_line():
+    import time
+
+    from labkit.errors import LabkitInputError
+
+    now = time.mktime((2026, 12, 4, 8, 30, 0, 0, 0, -1))
+    at = cli.session_start("09:00", now=now)
+    assert at - now == 30 * 60
+    assert cli.session_start(None) is None
+    for bad, words in (("9", "not a time of day"), ("25:00", "not a time of day"), ("08:00", "has passed")):
+        with pytest.raises(LabkitInputError, match=words):
+            cli.session_start(bad, now=now)
+
+
+def test_the_culler_waits_for_the_session_marks_running_servers_active_then_becomes_the_culler(monkeypatch):
+    """labkit/classroom/culler.py against a stand-in hub API over real HTTP: it sleeps until the
+    session's start, posts activity for each user with a running server (not the others), then
+    execs jupyterhub-idle-culler with its arguments."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from labkit.classroom import culler
+
+    posted = []
+
+    class Hub(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            assert self.path == "/users?state=active" and self.headers["Authorization"] == "token T"
+            body = json.dumps([{"name": "labkit-learner01", "servers": {"": {}}}, {"name": "idle", "servers": {}}])
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def do_POST(self):  # noqa: N802
+            posted.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("JUPYTERHUB_API_URL", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "T")
+    execs = []
+
+    def exec_instead(path, args):
+        execs.append(args)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(culler.os, "execv", exec_instead)
+    started = time.time()
+    with pytest.raises(SystemExit):
+        culler.main(["--not-before", str(started + 0.5), "--", "--timeout=60"])
+    server.shutdown()
+    assert time.time() - started >= 0.5
+    assert [path for path, _ in posted] == ["/users/labkit-learner01/activity"]
+    body = posted[0][1]
+    assert set(body["servers"]) == {""} and body["servers"][""]["last_activity"] == body["last_activity"]
+    assert execs[0][1:] == ["-m", "jupyterhub_idle_culler", "--timeout=60"]

@@ -66,12 +66,24 @@ def _peak_rss(uid: int) -> int:
     return total
 
 
-def _learner_run(person: Learner, barrier: threading.Barrier, out: dict) -> None:
+def _warm_kernel(person: Learner) -> str:
+    """The kernel of the session the room's warm-up opened on notebook 00 (JupyterLab finds it so)."""
+    sessions = person.server_api("GET", "/sessions").json()
+    return next(s["kernel"]["id"] for s in sessions if s.get("path") == room.START_NOTEBOOK)
+
+
+def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: str = "cold") -> None:
+    """One learner from the moment they sit down: cold, their server and a kernel start then; warm,
+    the room started both before (hub start --warm) and the learner's notebook attaches to it."""
     folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
     cells = workload.cells(folder)
     barrier.wait()
     t0 = time.monotonic()
-    kernel = person.kernel(person.start_kernel())
+    if start == "warm":
+        kernel = person.kernel(_warm_kernel(person))
+    else:
+        person.start_server()
+        kernel = person.kernel(person.start_kernel())
     first = None
     errors = []
     try:
@@ -93,30 +105,27 @@ def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def bench(n: int, extra: list[str]) -> dict:
+def bench(n: int, extra: list[str], start: str = "cold") -> dict:
+    """A room of `n`, every learner running at once from a barrier: `start` cold (each learner's server
+    and kernel start when they sit down) or warm (the room started both when it opened)."""
     # The hub extra's HTTP and websocket clients: imported where a room runs, so --help needs neither.
     from labkit.classroom.client import Learner, RoomProcess
 
     with tempfile.TemporaryDirectory(prefix="labkit-bench-hub-") as tmp:
         os.chmod(tmp, 0o700)
-        hub = RoomProcess(Path(tmp) / "state", n, *extra)
+        t_open = time.monotonic()
+        hub = RoomProcess(Path(tmp) / "state", n, *extra, *(["--warm"] if start == "warm" else []))
         try:
-            passwords = hub.wait_open()
+            passwords = hub.wait_open(timeout_s=1200)
+            spawn_s = time.monotonic() - t_open  # the room's opening, with its warm-up where there is one
             people = [Learner(hub.url, name, passwords[name]) for name in room.learner_names(n)]
             for person in people:
                 person.login()
                 person.new_token()
-            t_spawn = time.monotonic()
-            threads = [threading.Thread(target=p.start_server) for p in people]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            spawn_s = time.monotonic() - t_spawn
             load_before = _loadavg()
             barrier = threading.Barrier(n)
             out: dict = {}
-            threads = [threading.Thread(target=_learner_run, args=(p, barrier, out)) for p in people]
+            threads = [threading.Thread(target=_learner_run, args=(p, barrier, out, start)) for p in people]
             for t in threads:
                 t.start()
             for t in threads:
@@ -132,7 +141,7 @@ def bench(n: int, extra: list[str]) -> dict:
     lasts = [p["last_cell_s"] for p in per]
     gpu = [p["gpu_peak_bytes"] for p in per if p["gpu_peak_bytes"] is not None]
     return {
-        "learners": n, "servers_started_s": round(spawn_s, 1), "proxy": proxy,
+        "learners": n, "start": start, "room_opened_s": round(spawn_s, 1), "proxy": proxy,
         "first_output_s": {"median": round(statistics.median(firsts), 2), "worst": round(max(firsts), 2)},
         "last_cell_s": {"median": round(statistics.median(lasts), 1), "worst": round(max(lasts), 1)},
         "memory_per_learner_mib": {"median": round(statistics.median(p["peak_rss_bytes"] for p in per) / 2**20),
@@ -246,9 +255,10 @@ def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
     path = records.ROOM_GPU if kind == "gpu" else records.ROOM_CPU
     if args.merge and path.exists():
-        measured = {row["learners"] for row in rows}
-        rows = sorted([r for r in json.loads(path.read_text())["rooms"] if r["learners"] not in measured] + rows,
-                      key=lambda r: r["learners"])
+        measured = {(row["learners"], row["start"]) for row in rows}
+        rows = sorted([r for r in json.loads(path.read_text())["rooms"]
+                       if (r["learners"], r.get("start", "cold")) not in measured] + rows,
+                      key=lambda r: (r["learners"], r.get("start", "cold")))
     path.write_text(json.dumps({"provenance": _provenance(args, argv, extra), "rooms": rows}, indent=1) + "\n")
     if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
         shutil.copy(path, Path(os.environ["OUT"]) / path.name)
@@ -258,6 +268,9 @@ def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", default="1,4,8", help="comma-separated room sizes (default 1,4,8)")
+    parser.add_argument("--start", default="cold,warm",
+                        help="cold (servers and kernels start when the learners sit down), warm (hub start --warm "
+                             "started them before), or both (default cold,warm)")
     parser.add_argument("--record", action="store_true",
                         help="write the record (labkit/data/hub/cpu.json or h200.json)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
@@ -272,6 +285,9 @@ def main(argv: list[str]) -> int:
     if os.geteuid() != 0:
         raise LabkitInputError("the hub creates a system user per learner: run it as root (sudo)")
     sizes = [int(x) for x in args.learners.split(",")]
+    starts = [x.strip() for x in args.start.split(",") if x.strip()]
+    if not starts or any(x not in ("cold", "warm") for x in starts):
+        raise LabkitInputError(f"--start {args.start!r}: cold, warm, or cold,warm")
     # The tree the figures come from, read before the runs (an edit during them would not be in it).
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=paths.REPO, capture_output=True,
                             text=True).stdout
@@ -294,9 +310,9 @@ def main(argv: list[str]) -> int:
             _write_neighbour_record(args, argv, extra, result)
         return 0
     rows = []
-    for n in sizes:
-        print(f"== {n} learner(s) ...", flush=True)
-        row = bench(n, extra)
+    for n, start in [(n, start) for n in sizes for start in starts]:
+        print(f"== {n} learner(s), {start} ...", flush=True)
+        row = bench(n, extra, start)
         row["measured"] = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {args.commit}"
         rows.append(row)
         gpu = row["gpu_memory_per_learner_mib"]

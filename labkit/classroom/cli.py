@@ -62,6 +62,12 @@ def add_arguments(hub) -> None:
                        help="configurable-http-proxy: 'node' (JupyterHub's default), 'python' (its Python port, "
                             "for a box without Node); auto: node if installed")
     start.add_argument("--state", default=None, help="the room's root-only state folder (default build/hub)")
+    start.add_argument("--warm", action="store_true",
+                       help="once the hub is open, start every learner's server and a kernel on notebook 00 with "
+                            "the kit imported, so first outputs need no start (labkit/classroom/warm.py)")
+    start.add_argument("--session-start", default=None, metavar="HH:MM",
+                       help="today's local time the session starts: idle servers are culled from then on, not "
+                            "before (a room warmed early keeps its servers until the learners arrive)")
     stop = verbs.add_parser("stop", help="close the room: stop every server, remove the learners and their homes")
     stop.add_argument("--state", default=None, help="the room's state folder (default build/hub)")
     logins = verbs.add_parser("logins", help="a room's logins for Kubernetes: the password hashes for its Secret "
@@ -83,6 +89,25 @@ def _number(option: str, text: str, kind=int):
         raise LabkitInputError(f"{option} must be a number, got {text!r}") from None
 
 
+def session_start(text: str | None, now: float | None = None) -> float | None:
+    """--session-start HH:MM, today in local time, as a Unix time (None: not given); one line if it is
+    not a time of day or has passed."""
+    import time
+
+    if text is None:
+        return None
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or int(parts[0]) > 23 or int(parts[1]) > 59:
+        raise LabkitInputError(f"--session-start {text!r} is not a time of day: give HH:MM, e.g. 09:00")
+    now = time.time() if now is None else now
+    today = time.localtime(now)
+    at = time.mktime((today.tm_year, today.tm_mon, today.tm_mday, int(parts[0]), int(parts[1]), 0, 0, 0, -1))
+    if at <= now:
+        raise LabkitInputError(f"--session-start {text} has passed (it is {time.strftime('%H:%M', today)} here): give "
+                               "a later time today, or leave it out to cull from the room's start")
+    return at
+
+
 def run(args) -> int:
     from labkit.classroom import control
 
@@ -98,7 +123,8 @@ def run(args) -> int:
                           idle_timeout_s=int(_number("--idle-timeout", args.idle_timeout, float) * 60),
                           proxy=args.proxy, state_dir=state, disk=args.disk,
                           tasks=_number("--processes", args.processes), public_url=args.public_url,
-                          subdomains=args.subdomains, tls_cert=args.tls_cert, tls_key=args.tls_key)
+                          subdomains=args.subdomains, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                          warm=args.warm, session_start=session_start(args.session_start))
             return 0
         if args.hub_command == "stop":
             print(control.stop(Path(args.state) if args.state else control.DEFAULT_STATE))

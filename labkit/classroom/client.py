@@ -212,12 +212,14 @@ class KernelSession:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def execute(self, code: str, timeout_s: float = 300) -> CellResult:
+    def execute(self, code: str, timeout_s: float = 300, silent: bool = False) -> CellResult:
+        """Run `code` and collect what it sends back. `silent`: as Jupyter's protocol means it, no
+        output, no execution count, no history (a room's warm-up runs so in a learner's kernel)."""
         msg_id = uuid.uuid4().hex
         msg = {"header": {"msg_id": msg_id, "username": "labkit", "session": self.session,
                           "msg_type": "execute_request", "version": "5.3", "date": ""},
                "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-               "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+               "content": {"code": code, "silent": silent, "store_history": not silent, "user_expressions": {},
                            "allow_stdin": False, "stop_on_error": True}}
         result = CellResult(code)
         t0 = time.monotonic()

@@ -186,9 +186,14 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
           proxy: str = "auto", state_dir: Path = DEFAULT_STATE, foreground: bool = True,
           quiet_credentials: bool = False, disk: str | None = None, tasks: int = room.DEFAULT_TASKS,
           public_url: str | None = None, subdomains: bool = False, tls_cert: str | None = None,
-          tls_key: str | None = None) -> Room:
-    """Start a room and (foreground) wait until it is stopped, then tear it down. Returns the Room."""
+          tls_key: str | None = None, warm: bool = False, session_start: float | None = None) -> Room:
+    """Start a room and (foreground) wait until it is stopped, then tear it down. Returns the Room.
+    `warm`: once the hub is open, start every learner's server and a kernel on notebook 00
+    (labkit.classroom.warm); `session_start` (Unix time): cull idle servers from then on."""
     _require_root("start")
+    if warm and subdomains:
+        raise HubError("--warm reaches each learner's server under the hub's own address; with --subdomains each "
+                       "has its own name: warm such a room by logging in, or leave --warm out")
     try:
         import jupyterhub  # noqa: F401  (a clear message below if the hub extra is missing)
         import jupyterhub_idle_culler  # noqa: F401
@@ -295,6 +300,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             "learner_python": python, "hub_python": sys.executable, "limits": limits.to_json(),
             "lab": runtime.has_lab(), "hierarchy": hierarchy.to_json(), "private_folders": not mount_refusal,
             "log_dir": str(state_dir / "logs"),
+            "warmer_token": secrets.token_hex(32) if warm else None, "session_start": session_start or 0,
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
                 "PYTHONPATH": os.pathsep.join([str(kit), *runtime.hub_pythonpath(KIT_ROOT)]),
@@ -320,6 +326,13 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         if not quiet_credentials:
             _say("\n" + text)
         _say(f"logins also in {state_dir / 'credentials.txt'} (root only); hub log: {log} (root only)")
+        if session_start:
+            _say(f"idle servers are culled from {time.strftime('%H:%M', time.localtime(session_start))}, the "
+                 "session's start, on")
+        if warm:
+            from labkit.classroom import warm as warming
+
+            warming.warm_room(bind_url, spec["warmer_token"], names, log=_say)
         if not foreground:
             keep_open = True
             return this

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from labkit.classroom import lab_server, learner_server, reaper, runtime
+from labkit.classroom import culler, lab_server, learner_server, reaper, runtime
 from labkit.classroom import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -94,13 +94,26 @@ if _spec.get("lab", True):
 
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
 # checked every quarter of it, but at least every 5 minutes and at most every 2 s (a test's 10 s).
+# With a session start (a room warmed before it), culling starts then, and idleness counts from then
+# (labkit/classroom/culler.py: it waits, marks the running servers active, and becomes the culler).
 c.JupyterHub.services = [{
     "name": "idle-culler",
-    "command": [_spec["hub_python"], "-m", "jupyterhub_idle_culler", f"--timeout={_limits.idle_timeout_s}",
+    "command": [_spec["hub_python"], str(Path(culler.__file__)), "--not-before", str(_spec.get("session_start", 0)),
+                "--", f"--timeout={_limits.idle_timeout_s}",
                 f"--cull-every={max(2, min(300, _limits.idle_timeout_s // 4))}"],
 }]
 c.JupyterHub.load_roles = [{
     "name": "idle-culler",
-    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers", "users:activity"],
     "services": ["idle-culler"],
 }]
+# The room's own warm-up (hub start --warm, labkit/classroom/warm.py): a token only the room's root-only
+# state holds, whose role starts the learners' servers and reaches them, and no one else's.
+if _spec.get("warmer_token"):
+    c.JupyterHub.services.append({"name": "warmer", "api_token": _spec["warmer_token"]})
+    c.JupyterHub.load_roles.append({
+        "name": "warmer",
+        "scopes": [f"{scope}!user={name}" for name in _spec["learners"]
+                   for scope in ("read:users", "read:servers", "servers", "access:servers")],
+        "services": ["warmer"],
+    })

@@ -30,7 +30,12 @@ print({REPRO_MARK!r} + json.dumps({{
 
 
 def cells(folder: Path) -> list[str]:
-    """The code cells a learner runs from `folder` (their own edition, or notebooks/), then the repro."""
+    """The code cells a learner runs from `folder` (their own edition, whose notebooks carry the
+    learner's names, or notebooks/), then the repro."""
     from labkit.classroom.client import notebook_cells
+    from labkit.workshop.editions.student import learner_name
 
-    return [code for name in NOTEBOOKS for code in notebook_cells(Path(folder) / name)] + [REPRO]
+    folder = Path(folder)
+    paths = [folder / learner_name(name) if (folder / learner_name(name)).is_file() else folder / name
+             for name in NOTEBOOKS]
+    return [code for path in paths for code in notebook_cells(path)] + [REPRO]
