@@ -7,7 +7,8 @@
 # 2. There, one device call per line (each within the device's 10 minutes), carry [".whl"]:
 #        bash labkit/classroom/gpu_box.sh run 1,10
 #        bash labkit/classroom/gpu_box.sh run 30
-#    Each call installs the wheels into /tmp/site, runs `python -m labkit hub bench` as root with the
+#    Each call installs the wheels into /tmp/site, runs `python -m labkit hub bench` (each room size
+#    cold, then warm: hub start --warm) as root with the
 #    Python port of the proxy (no Node there) and merges its room sizes into
 #    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.

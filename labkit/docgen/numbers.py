@@ -322,6 +322,37 @@ def render_repro(record: dict) -> str:
     return "\n".join(text)
 
 
+def render_first_lab(record: dict) -> str:
+    """README: a first `make lab`'s set-up, now and before the set-up changed, from one bench session."""
+    from labkit.tools.bench_cpu import FIRST_LAB
+
+    runs = sorted(((what, entry) for what, entry in record["commands"].items() if what.startswith(FIRST_LAB)),
+                  key=lambda item: item[1]["provenance"]["date"])
+    if not runs:
+        return ("No first `make lab` is recorded yet: `make bench-cpu ARGS=\"--only first-lab\"` times its set-up in a "
+                "fresh clone with empty download caches.")
+
+    def how(what: str) -> str:
+        return what[len(FIRST_LAB):].strip(" ()").split(";")[0]
+
+    def commit(entry: dict) -> str:
+        return (entry["provenance"].get("commit") or "?")[:7]
+
+    now_what, now = runs[-1]
+    text = (f"A first `make lab` on a fresh machine spends {_span(now['seconds'], '{:.0f}', ' s')} on its set-up "
+            f"(a fresh clone of commit {commit(now)}, no venv, empty download caches; {how(now_what)})")
+    before = [(what, entry) for what, entry in runs[:-1] if how(what) != how(now_what)]
+    if before:
+        then_what, then = before[-1]
+        ratio = min(then["seconds"]) / min(now["seconds"])
+        text += (f", where commit {commit(then)}'s set-up ({how(then_what)}) spent "
+                 f"{_span(then['seconds'], '{:.0f}', ' s')}: {ratio:.1f}x faster")
+    prov = now["provenance"]
+    return (text + f". Measured {prov['date']} on {prov['machine']}, the two runs one after the other; the "
+            "network's speed and the machine's other work change both. `labkit/data/cpu/command_times.json`, "
+            "written by `make bench-cpu ARGS=\"--only first-lab [--commit REV]\"`.")
+
+
 DOWNLOADS_RECORD = "data/cpu/downloads.json"
 PLATFORM_NAMES = {"linux-x86_64": "Linux x86-64", "linux-x86_64-cuda": "Linux x86-64, `TORCH=cuda`",
                   "darwin-arm64": "macOS arm64", "win32-amd64": "Windows x86-64"}
@@ -517,6 +548,7 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
             "gpu:race-guide": with_gpu(render_race_guide), "gpu:race-notebook": with_gpu(render_race_notebook),
             "gpu:early-exit": with_gpu(render_early_exit),
             "cpu:repro": with_cpu(render_repro), "cpu:make-test": with_cpu(render_make_test),
+            "cpu:first-lab": with_cpu(render_first_lab),
             "cpu:downloads": lambda: render_downloads(downloads_record()),
             "run:ablations": lambda: wrap(render_ablations(ablation_run())),
             "const:gpu-default": lambda: wrap(render_gpu_default()),
