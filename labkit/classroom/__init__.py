@@ -9,6 +9,9 @@ JupyterLab and fresh student edition (``python -m labkit hub start``; docs/INSTR
     groups          a control group per learner: v1, v2 or systemd, by what the box has
     sandbox         what a learner's server enters before it runs: group, private folders, rlimits
     spawner         each learner's JupyterLab as that learner, in their sandbox, logging to their own log
+    reaper          the server's parent: passes on the hub's signals, reads every orphan's exit status
+    warm            the room warmed at its start: each learner's server and a kernel on notebook 00
+    culler          the idle culler from the session's start (a hub service, run as a script)
     runtime         what the learners' processes run: an interpreter they can execute, the kit, their folder
     kernel          a learner's kernel: its own network, a private pipe, the room's limits
     learner_server  what a learner's server sends (a sandbox on all but JupyterLab's page) and guards
