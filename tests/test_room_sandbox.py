@@ -273,3 +273,8 @@ def test_subdomains_give_each_learner_an_origin_and_lock_the_hubs_cookies(tmp_pa
                                       python, "-P", "-s", "-m", "jupyterhub.singleuser"]
     assert "--ServerApp.terminals_enabled=False" in one_origin.Spawner.args
     assert room.addresses("127.0.0.1", 8000) == ("http://127.0.0.1:8000", "http://127.0.0.1:8000")
+
+
+def test_a_path_under_a_shared_folder_is_named_as_hidden_from_a_learners_server(tmp_path):
+    assert sandbox.hidden_by_private_folders(Path("/tmp/a/checkout/build/hub-runtime")) == "/tmp"
+    assert sandbox.hidden_by_private_folders(Path("/opt/labkit/build/hub-runtime")) is None

@@ -83,6 +83,13 @@ def _bind(libc, source: Path, target: str) -> None:
     _check(libc.mount(str(source).encode(), target.encode(), None, _MS_BIND, None), f"bind {source} on {target}")
 
 
+def hidden_by_private_folders(path: Path) -> str | None:
+    """The shared folder `path` lies under (a server with private folders sees its own copy there,
+    not `path`), or None."""
+    resolved = Path(path).resolve()
+    return next((shared for shared in SHARED_FOLDERS if resolved.is_relative_to(Path(shared).resolve())), None)
+
+
 def enter_private_folders(home: Path) -> None:
     """This process (and what it starts) gets a mount namespace of its own, in which each shared
     folder that exists is the learner's private copy under `home`. Root only. The copies are opened
