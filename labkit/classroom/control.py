@@ -268,11 +268,14 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         this.hierarchy = hierarchy.to_json()
         this.save()
         mount_refusal = sandbox.can_mount()
-        hidden = sandbox.hidden_by_private_folders(RUNTIME_DIR)
+        # What a learner's server runs from must be outside the folders it gets its own copy of.
+        needed = [RUNTIME_DIR, Path(python), *map(Path, runtime.site_dirs()),
+                  *map(Path, runtime.hub_pythonpath(KIT_ROOT))]
+        hidden = next(((path, shared) for path in needed if (shared := sandbox.hidden_by_private_folders(path))), None)
         if hidden and not mount_refusal:
-            raise HubError(f"the learners' runtime is under {hidden}, which each learner's server replaces with a "
-                           f"folder of their own: their servers could not reach it. Start the room from a checkout "
-                           "outside " + ", ".join(sandbox.SHARED_FOLDERS) + " (e.g. under /opt or /srv)")
+            raise HubError(f"the learners' servers need {hidden[0]}, under {hidden[1]}, which each of them replaces "
+                           "with a folder of their own: put the checkout and its packages outside "
+                           + ", ".join(sandbox.SHARED_FOLDERS) + " (e.g. under /opt or /srv)")
         network_refusal = enforcement.kernel_network_refusal(python)
         survey = enforcement.survey(limits, hierarchy, mount_refusal, network_refusal, enforcement.gpu_state(),
                                     public_url, subdomains)

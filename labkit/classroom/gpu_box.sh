@@ -7,7 +7,7 @@
 # 2. There, one device call per line (each within the device's 10 minutes), carry [".whl"]:
 #        bash labkit/classroom/gpu_box.sh run 1,10
 #        bash labkit/classroom/gpu_box.sh run 30
-#    Each call installs the wheels into /tmp/site, runs `python -m labkit hub bench` (each room size
+#    Each call installs the wheels into /opt/labkit-site, runs `python -m labkit hub bench` (each room size
 #    cold, then warm: hub start --warm) as root with the
 #    Python port of the proxy (no Node there) and merges its room sizes into
 #    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
@@ -36,8 +36,14 @@ download)
 run|test|neighbour)
     command -v useradd >/dev/null || { echo "this box has no useradd: the hub needs it to create the learners" >&2; exit 1; }
     [ "$(id -u)" = 0 ] || { echo "the hub runs as root (it creates a system user per learner)" >&2; exit 1; }
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site
+    # Each learner's server gets its own /tmp (and /var/tmp, /dev/shm, /run/lock): what the servers run
+    # from must lie elsewhere, or the room refuses to start. The wheels go to /opt, and a checkout
+    # under one of those folders is copied to /opt first (the records come back through $OUT).
+    case "$PWD/" in /tmp/*|/var/tmp/*|/dev/shm/*|/run/lock/*)
+        rm -rf /opt/labkit-checkout && cp -a . /opt/labkit-checkout && cd /opt/labkit-checkout ;; esac
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/labkit-site \
+        .whl/*.whl
+    export PYTHONPATH=/opt/labkit-site
     python3 -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
     case "$1" in
     run)
