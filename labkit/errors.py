@@ -18,6 +18,13 @@ class EnvironmentValueError(LabkitInputError):
     this machine cannot run). Its message is one line that names the variable, the value and the choices."""
 
 
+def one_of(name: str, value, choices):
+    """`value` if it is one of `choices`, else a LabkitInputError naming `name`, the choices and the value."""
+    if value not in choices:
+        raise LabkitInputError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
 class PaddedSlotOutOfBoundsError(RuntimeError):
     """A kernel was about to run on a padded row whose slot points outside the buffers (notebook 03 says when)."""
 

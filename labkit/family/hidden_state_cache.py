@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.errors import LabkitInputError
+from labkit.errors import one_of
 from labkit.family.symptom import Symptom, differs, largest_difference
 from labkit.graphs import GraphRunner
 from labkit.proofs.audit import Buffer, audit_step
@@ -43,8 +43,7 @@ class HiddenStateCache:
     """The persistent buffers of the store, its host copy and the captured store; ``form`` as above."""
 
     def __init__(self, form: str = "buggy", *, device="cpu", use_graphs: bool = True, seed: int = 0):
-        if form not in FORMS:
-            raise LabkitInputError(f"form must be one of {', '.join(map(repr, FORMS))}, got {form!r}")
+        one_of("form", form, FORMS)
         self.form = form
         self.device = torch.device(device)
         rows = CAPTURE_SIZES[-1]

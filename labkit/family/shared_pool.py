@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.errors import LabkitInputError
+from labkit.errors import one_of
 from labkit.family.symptom import Symptom, differs, largest_difference
 from labkit.graph_pool import GraphPool
 from labkit.graphs import GraphRunner
@@ -44,8 +44,7 @@ class PromptScoring:
     """The four stages of a step over the prompts of :data:`PROMPT_LENGTHS`, in `form`."""
 
     def __init__(self, form: str = "buggy", *, device="cpu", use_graphs: bool = True, seed: int = 0):
-        if form not in FORMS:
-            raise LabkitInputError(f"form must be one of {', '.join(map(repr, FORMS))}, got {form!r}")
+        one_of("form", form, FORMS)
         self.form = form
         self.device = torch.device(device)
         self.use_graphs = use_graphs

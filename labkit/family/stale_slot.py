@@ -14,7 +14,7 @@ from dataclasses import replace
 from labkit.bench.runs import timeline_run
 from labkit.bench.scenario import MECHANICS_BATCH, TIMELINE
 from labkit.config import FixSwitches
-from labkit.errors import LabkitInputError
+from labkit.errors import one_of
 from labkit.family.symptom import Symptom, differs, largest_difference
 from labkit.proofs.audit_report import AuditReport
 from labkit.proofs.speculator_audit import audit_speculator
@@ -30,15 +30,13 @@ READER = "the rejection sampler"
 
 def config(form: str, *, use_graphs: bool = True):
     """The timeline's drafter in `form` ("buggy": before PR #47066, "fixed": with it)."""
-    if form not in FORMS:
-        raise LabkitInputError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
+    one_of("form", form, FORMS)
     return replace(TIMELINE, fix=FORMS[form], use_graphs=use_graphs)
 
 
 def symptom(schedule: str = "slot 3 finished", form: str = "buggy") -> Symptom:
     """The live q records of `schedule` run under graphs in `form` that differ from its eager run."""
-    if schedule not in SCHEDULES:
-        raise LabkitInputError(f"schedule must be one of {', '.join(map(repr, SCHEDULES))}, got {schedule!r}")
+    one_of("schedule", schedule, SCHEDULES)
     steps = SCHEDULES[schedule]
     graphed = timeline_run(steps, config(form))
     eager = timeline_run(steps, config(form, use_graphs=False))
@@ -59,8 +57,7 @@ def audit(form: str = "buggy", schedule: str = "slot 3 finished", **kwargs) -> A
     from labkit.models import shared_toy_models
     from labkit.speculator import build_speculator
 
-    if schedule not in SCHEDULES:
-        raise LabkitInputError(f"schedule must be one of {', '.join(map(repr, SCHEDULES))}, got {schedule!r}")
+    one_of("schedule", schedule, SCHEDULES)
     drafter = config(form)
     models = kwargs.pop("models", None) or shared_toy_models(_device())
     return audit_speculator(lambda: build_speculator(models.draft, drafter, record=True), SCHEDULES[schedule][-1],

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.errors import LabkitInputError
+from labkit.errors import one_of
 from labkit.family.symptom import Symptom, differs, largest_difference
 from labkit.graphs import GraphRunner
 from labkit.proofs.audit import Buffer, audit_step
@@ -34,8 +34,7 @@ class DraftExtend:
     """The step's persistent buffers, the host copy, and the row-wise work, in `form`."""
 
     def __init__(self, form: str = "buggy", *, device="cpu", use_graphs: bool = True, seed: int = 0):
-        if form not in FORMS:
-            raise LabkitInputError(f"form must be one of {', '.join(map(repr, FORMS))}, got {form!r}")
+        one_of("form", form, FORMS)
         self.form = form
         self.device = torch.device(device)
         self.use_graphs = use_graphs

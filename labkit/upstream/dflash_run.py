@@ -98,13 +98,15 @@ def find_function(tree: Path) -> tuple[str, int] | None:
 
 def _step_inputs(torch, device, slots: tuple[int, ...]) -> dict:
     """The values of every parameter seen in a release's ``prepare_dflash_inputs``, for one step."""
+    import numpy  # vLLM's InputBatch holds the scheduled token counts as a numpy array
+
     r = len(slots)
     i32, i64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.int64, device=device)
     positions = torch.tensor([CONTEXT - TARGET_TOKENS + j for _ in slots for j in range(TARGET_TOKENS)], **i64)
     batch = types.SimpleNamespace(
         num_reqs=r, idx_mapping=torch.tensor(slots, **i32), positions=positions,
         query_start_loc=torch.arange(0, (r + 1) * TARGET_TOKENS, TARGET_TOKENS, **i32),
-        num_scheduled_tokens=__import__("numpy").full(r, TARGET_TOKENS, dtype="int32"))
+        num_scheduled_tokens=numpy.full(r, TARGET_TOKENS, dtype=numpy.int32))
     return {
         "input_batch": batch,
         "num_sampled": torch.ones(r, **i32), "num_rejected": torch.zeros(r, **i32),

@@ -77,6 +77,20 @@ def missing_requirements() -> list[str]:
     return missing
 
 
+def skip_without_browser() -> None:
+    """At a browser test module's top: skip it, with what is missing, where this machine lacks a
+    requirement -- or fail instead under LABKIT_REQUIRE_BROWSER=1 (CI), so that a skip never passes
+    for a run."""
+    import pytest
+
+    missing = missing_requirements()
+    if missing:
+        reason = "browser test needs " + "; ".join(missing)
+        if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"LABKIT_REQUIRE_BROWSER=1 but the {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

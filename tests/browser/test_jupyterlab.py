@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lab_driver import NEWS_PROMPT, LabServer, RunReport, launch_browser, missing_requirements, run_notebooks
+from lab_driver import NEWS_PROMPT, LabServer, RunReport, launch_browser, run_notebooks, skip_without_browser
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = Path(os.environ.get("LABKIT_BROWSER_NOTEBOOKS", REPO / "notebooks"))
@@ -43,12 +43,7 @@ RUN_TIMEOUT_S = float(os.environ.get("LABKIT_BROWSER_TIMEOUT", "900"))
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 PARALLEL = max(1, int(os.environ.get("LABKIT_BROWSER_PARALLEL") or min(2, _CPUS)))
 
-_missing = missing_requirements()
-if _missing:
-    reason = "browser test needs " + "; ".join(_missing)
-    if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"LABKIT_REQUIRE_BROWSER=1 but the {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+skip_without_browser()
 
 NOTEBOOK_NAMES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 # The learner's memory limit, as a room's spawner hands it to the server (MEM_LIMIT, bytes): the

@@ -16,14 +16,9 @@ import os
 from pathlib import Path
 
 import pytest
-from lab_driver import LabServer, NotebookPage, launch_browser, missing_requirements
+from lab_driver import LabServer, NotebookPage, launch_browser, skip_without_browser
 
-_missing = missing_requirements()
-if _missing:
-    reason = "browser test needs " + "; ".join(_missing)
-    if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"LABKIT_REQUIRE_BROWSER=1 but the {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+skip_without_browser()
 
 import nbformat  # noqa: E402 - after the skip: the browser stage's requirements
 
