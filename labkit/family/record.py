@@ -190,7 +190,7 @@ CASES: tuple[Case, ...] = (
             "handed the whole buffer on; `Mamba2AttnBackend.forward` takes the destinations as "
             "`[-num_decodes:]`. Read in the PR's description and in "
             "`python/sglang/srt/layers/attention/hybrid_linear_attn_backend.py` at commit `012945ec`, a later "
-            "tree (the index holds none at the merge commit); the unfixed line, `track_buf = "
+            "tree (the index holds no copy at the merge commit); the unfixed line, `track_buf = "
             "self.mamba_track_indices_buf`, in a review of 2026-06-30 on PR #29678, whose diff adds it.",
         ),
         fix=(
