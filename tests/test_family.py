@@ -13,6 +13,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from labkit import backends
 from labkit.family import hidden_state_cache, measure, record, shared_pool, stale_slot, static_buffer
@@ -142,30 +143,59 @@ def test_case_3_padding_invariance_holds_where_output_lifetime_does_not():
             assert shared_pool.padding_audit("buggy", index).passed, n
 
 
-# -- case 4: a buffer refreshed at one end and read at the other -------------------------------------------
+# -- case 4: a track buffer refreshed at its front and read at its tail -----------------------------------
 
-def test_case_4_only_batches_replayed_in_a_graph_as_large_as_the_buffer_come_out_right():
-    runner = static_buffer.DraftExtend().runner
-    expected = tuple(n for n in static_buffer.BATCH_SIZES if runner.rows_for(n) == static_buffer.MAX_ROWS)
-    assert 0 < len(expected) < len(static_buffer.BATCH_SIZES)
-    assert static_buffer.right_batch_sizes("buggy") == expected
-    wrong = [(n, row) for n in static_buffer.BATCH_SIZES if n not in expected for row in range(n)]
-    assert list(static_buffer.symptom("buggy").corrupted) == wrong
+def _tail_read(batch: int, handed: int) -> list[int]:
+    """The buffer entries a batch's live rows take their destinations from: the reader slices the last
+    `rows` entries of the `handed` it is given (rows: the graph the batch replays)."""
+    rows = static_buffer.TrackSave().runner.rows_for(batch)
+    return [handed - rows + row for row in range(batch)]
+
+
+def test_case_4_only_batches_whose_tail_is_what_the_host_refreshed_save_their_states():
+    """A batch saves right exactly when every destination its rows read lies in the part of the buffer the
+    host refreshed for it (its own rows, at the front): computed from the shapes, for both forms."""
+    for form, handed in (("buggy", lambda rows: static_buffer.MAX_ROWS), ("fixed", lambda rows: rows)):
+        expected = []
+        for n in static_buffer.BATCH_SIZES:
+            rows = static_buffer.TrackSave().runner.rows_for(n)
+            read = _tail_read(n, handed(rows))
+            assert static_buffer.destinations_read(form, n) == read
+            if read == list(range(n)):
+                expected.append(n)
+        assert static_buffer.right_batch_sizes(form) == tuple(expected), form
+        wrong = [(n, row) for n in static_buffer.BATCH_SIZES if n not in expected for row in range(n)]
+        assert list(static_buffer.symptom(form).corrupted) == wrong, form
+    assert 0 < len(static_buffer.right_batch_sizes("buggy")) < len(static_buffer.BATCH_SIZES)
     assert static_buffer.symptom("fixed").count == 0
 
 
-def test_case_4_the_audit_names_what_each_live_row_reads_outside_the_live_rows():
-    n = 3
-    rows = static_buffer.DraftExtend().runner.rows_for(n)
-    report = static_buffer.audit("buggy", n)
-    assert not report.passed
+def test_case_4_a_small_batch_saves_to_slot_zero_and_never_writes_its_own_track_slots():
+    """What the buggy graph leaves in the pool for a batch of 2: the zeros of the never-refreshed tail send
+    every state to slot 0, and the rows' own track slots keep what they held (nothing)."""
+    graphed = static_buffer.TrackSave("buggy")
+    saved = graphed.run(2)
+    assert not bool(saved.any()), "the rows' track slots were never written"
+    live_states = graphed.states[[static_buffer.working_slot(r) for r in range(2)]]
+    assert torch.equal(graphed.states[0], live_states[-1]), "the last row's state landed in slot 0"
+    eager = static_buffer.TrackSave("buggy", use_graphs=False)
+    assert torch.equal(eager.run(2), eager.states[[static_buffer.working_slot(r) for r in range(2)]])
+
+
+def test_case_4_the_audit_fails_the_buggy_hand_out_even_without_padding_and_passes_the_fix():
+    for n in static_buffer.BATCH_SIZES:
+        # The audit's padded run reads what the graph reads; its unpadded reference, the last n entries.
+        padded_reads_own = _tail_read(n, static_buffer.MAX_ROWS) == list(range(n))
+        unpadded_reads_own = [static_buffer.MAX_ROWS - n + row for row in range(n)] == list(range(n))
+        report = static_buffer.audit("buggy", n)
+        assert report.passed == (padded_reads_own and unpadded_reads_own), n
+        assert static_buffer.audit("fixed", n).passed, n
+    report = static_buffer.audit("buggy", 2)
+    assert static_buffer.TrackSave().runner.rows_for(2) == 2, "the shown audit runs a batch with no padded row"
+    assert {f.index[0] for f in report.findings} == {0, 1}
     for f in report.findings:
-        run_rows = n if f.how == "unpadded run" else rows
-        read = static_buffer.MAX_ROWS - run_rows + f.index[0]
-        assert f.buffer == "next_hidden" and f.reads == (f"static_hidden[{read}, :]",)
+        assert f.buffer == "track_states" and f.how == "unpadded run"
         assert f"which {static_buffer.READER} reads" in f.sentence()
-    assert {f.how for f in report.findings} == {"unpadded run", "read probe"}
-    assert static_buffer.audit("fixed", n).passed
 
 
 # -- the records: what the notebook renders -------------------------------------------------------------
@@ -203,10 +233,12 @@ def test_the_notebooks_words_about_each_miniature_are_its_modules_shapes():
         + f" and {shared_pool.TARGET_CAPTURE_SIZES[-1]} tokens",
         f"eagerly above {shared_pool.TARGET_CAPTURE_SIZES[-1]}",
         f"a graph of {_words(shared_pool.DRAFT_CAPTURE_SIZES[0])} rows",
-        f"static input buffer of {static_buffer.MAX_ROWS} rows",
+        f"pool slot `{static_buffer.working_slot(0)} + r`", f"track slot `{static_buffer.track_slot(0)} + r`",
+        f"a track buffer of {static_buffer.MAX_ROWS} entries",
         "Graphs of " + ", ".join(map(str, static_buffer.CAPTURE_SIZES[:-1]))
         + f" and {static_buffer.CAPTURE_SIZES[-1]} rows",
         f"batches of every size from 1 to {static_buffer.MAX_ROWS}",
+        f"the last {' or '.join(str(n) for n in static_buffer.CAPTURE_SIZES[:-1])} entries",
     ]
     missing = [shape for shape in shapes if shape not in text]
     assert not missing, missing
@@ -215,10 +247,121 @@ def test_the_notebooks_words_about_each_miniature_are_its_modules_shapes():
 def test_each_case_names_where_it_was_read():
     for case in record.CASES:
         text = " ".join(case.sources)
-        assert re.search(r"`[\w/.]+\.py`|as reported", text), case.name
-        assert re.search(r"commit `[0-9a-f]{7,}`|\b\d+\.\d+\.\d+\b|thread|as reported", text), case.name
+        assert re.search(r"`[\w/.]+\.py`", text), case.name
+        assert re.search(r"commit `[0-9a-f]{7,}`|\b\d+\.\d+\.\d+\b|thread", text), case.name
         assert record.case(case.number) is case and record.case(case.key) is case and record.case(case.name) is case
     assert record.case("case 9") is None
+
+
+# -- the cases' sentences against their references: no case cites what its record does not hold -------------
+
+THREAD = re.compile(r"(?:(\b(?:PR|pull request|issue)) )?#(\d+)")
+COMMIT = re.compile(r"commit `([0-9a-f]{7,40})`")
+
+
+def _cited(text: str) -> tuple[set[tuple[str | None, str]], set[str]]:
+    """The threads (with the word before the number, if any) and the commits a sentence names."""
+    threads = {(word, number) for word, number in THREAD.findall(text)}
+    return threads, set(COMMIT.findall(text))
+
+
+def _words_for(kind: str) -> set[str]:
+    return {"pull request": {"PR", "pull request"}, "issue": {"issue"}}[kind]
+
+
+def check_case_sentences(case: record.Case) -> list[str]:
+    """What is wrong with `case`'s sentences against its references, in words (empty: nothing)."""
+    problems = []
+    refs = {r.ref: r for r in case.refs}
+    sources, fix = " ".join(case.sources), " ".join(case.fix)
+    for where, text in (("sources", sources), ("fix", fix)):
+        threads, commits = _cited(text)
+        for word, number in threads:
+            ref = refs.get(number)
+            if ref is None or ref.kind == "commit":
+                problems.append(f"{where} cites #{number}, which the record does not hold")
+            elif word and word not in _words_for(ref.kind):
+                problems.append(f"{where} calls #{number} {word!r}: the record says {ref.kind}")
+        for commit in commits:
+            if not any(r.kind == "commit" and (r.ref.startswith(commit) or commit.startswith(r.ref))
+                       for r in case.refs):
+                problems.append(f"{where} cites commit {commit}, which the record does not hold")
+        others = [name for repo, name in record.ENGINES.items() if repo != case.report.repository]
+        problems += [f"{where} names {name}: the case is {case.report.engine}'s" for name in others
+                     if re.search(rf"\b{name}\b", text)]
+    if case.report.kind not in ("issue", "pull request"):
+        problems.append(f"the case is about a {case.report.kind}, not an issue or a pull request")
+    called = "PR" if case.report.kind == "pull request" else "issue"
+    if f"{case.report.engine} {called} #{case.report.ref}" not in sources:
+        problems.append(f"the sources do not name {case.reported_in} as what it is")
+    if case.fix_ref is None:
+        if record.NO_FIX not in fix.lower():
+            problems.append(f"the record holds no fix, and the fix sentence does not say {record.NO_FIX!r}")
+    else:
+        if case.fix_ref.repository != case.report.repository:
+            problems.append(f"its fix is in {case.fix_ref.repository}, the case in {case.report.repository}")
+        named = (f"#{case.fix_ref.ref}" in fix if case.fix_ref.kind != "commit"
+                 else any(c.startswith(case.fix_ref.ref) or case.fix_ref.ref.startswith(c) for c in _cited(fix)[1]))
+        if not named:
+            problems.append(f"the fix sentence does not name the fix, {case.fix_ref.label}")
+        if record.NO_FIX in fix.lower():
+            problems.append("the fix sentence says no fix has landed, and the record holds one")
+        if not re.search(r"`[\w/.]+\.py`|\.py`?\b|commit `", fix + " " + sources):
+            problems.append("the fix is read at no file and commit")
+    return problems
+
+
+@pytest.mark.parametrize("case", record.CASES, ids=lambda c: c.name)
+def test_each_case_cites_only_its_own_references_and_names_its_fix_or_says_none_landed(case):
+    assert check_case_sentences(case) == []
+
+
+def test_the_check_catches_a_fix_from_another_engine_a_foreign_thread_and_a_fix_it_does_not_have():
+    from dataclasses import replace
+
+    pool = record.case("shared-pool")
+    borrowed = replace(pool, fix=("SGLang PR #35546 clones the selected hidden states.",))
+    problems = check_case_sentences(borrowed)
+    assert any("cites #35546" in p for p in problems) and any("names SGLang" in p for p in problems)
+    assert any("does not say" in p for p in problems)
+    claimed = replace(pool, fix_ref=record.Ref(record.SGLANG, "pull request", "35546", "a review"))
+    assert any("its fix is in sgl-project/sglang" in p for p in check_case_sentences(claimed))
+    tail = record.case("static-buffer")
+    miscalled = replace(tail, sources=tuple(t.replace("SGLang PR #32555", "SGLang issue #32555") for t in tail.sources))
+    assert any("calls #32555 'issue'" in p for p in check_case_sentences(miscalled))
+    unrelated = replace(tail, fix=("SGLang PR #18647 zero-pads the padding slots of the draft buffers.",))
+    assert any("cites #18647" in p for p in check_case_sentences(unrelated))
+    assert any("does not name the fix" in p for p in check_case_sentences(unrelated))
+
+
+def test_the_notebook_heads_each_case_with_its_title_and_its_thread_as_the_record_names_it():
+    from labkit import paths
+
+    nb = json.loads((paths.NOTEBOOKS / record.NOTEBOOK).read_text())
+    headings = [line for c in nb["cells"] if c["cell_type"] == "markdown"
+                for line in "".join(c["source"]).splitlines() if line.startswith("## Case ")]
+    assert headings == [f"## Case {c.number} · {c.title} ({c.reported_in})" for c in record.CASES]
+
+
+def test_the_order_and_the_engines_are_the_records():
+    """The case book says in which order the cases were reported and which engines they come from as the
+    records give them; no sentence claims a wider scope or another order."""
+    from labkit import paths
+    from labkit.docgen.family_blocks import render_order
+
+    text = render_order()
+    at = [text.index(c.reported_in) for c in record.CASES]
+    dates = [c.report.date for c in record.CASES]
+    assert [c.number for c in sorted(record.CASES, key=lambda c: at[c.number - 1])] == \
+        [c.number for c in sorted(record.CASES, key=lambda c: dates[c.number - 1])]
+    assert text.endswith(f"from {' and '.join(record.engines())}.") and set(record.engines()) == {"vLLM", "SGLang"}
+    nb = json.loads((paths.NOTEBOOKS / record.NOTEBOOK).read_text())
+    prose = " ".join(" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+    family_map = (paths.REPO / "docs" / "VLLM_MAP.md").read_text().split("## The family, read")[1].split("\n## ")[0]
+    for where, words in (("notebook 09", prose), ("docs/VLLM_MAP.md", " ".join(family_map.split()))):
+        assert text.split(":")[0] in words, where
+        for claim in (r"\bevery (serving )?engine\b", r"\ball (serving )?engines\b", r"\blater members\b"):
+            assert not re.search(claim, words), (where, claim)
 
 
 def test_the_command_prints_every_case_and_records_them(tmp_path, monkeypatch, capsys):
@@ -235,6 +378,31 @@ def test_the_command_prints_every_case_and_records_them(tmp_path, monkeypatch, c
     written = json.loads((tmp_path / "family.json").read_text())
     assert written["provenance"]["command"] == "python -m labkit family --record"
     assert written["cases"] == json.loads(json.dumps(measure.measure("cpu")))
+
+
+def test_the_notebook_shows_case_4_on_a_gpu_only_from_a_run_of_this_miniature():
+    """A GPU record whose case-4 entry measured another miniature (or names none) is not rendered as this
+    case's numbers: the sentence says the run is of an earlier miniature, and case 3's numbers stay."""
+    from labkit.docgen.family_blocks import measures_current_case_4, render_gpu
+    from labkit.gpu.family import KEYS
+    from labkit.viz.gpu_records import load_record
+
+    section = json.loads(json.dumps(measure.measure("cpu", keys=KEYS)))
+    section["shared-pool"]["output_offset_bytes"] = {"buggy": 0, "owned": 512}
+    stamp = {"section_provenance": {"family": {"device": "a test", "date": "2026-01-02", "torch": "x"}}}
+    old = json.loads(json.dumps(section))
+    del old["static-buffer"]["miniature"]
+    old["static-buffer"]["symptom"]["buggy"]["unit"] = "live rows (batch size, row)"
+    for entry, current in ((section, True), (old, False)):
+        text = render_gpu({"family": entry, **stamp})
+        assert measures_current_case_4(entry["static-buffer"]) == current
+        assert ("tracked states wrong" in text) == current
+        assert ("earlier miniature" in text) == (not current)
+        assert "6 of 9 prompts' logprobs differed" in text
+    shipped = (load_record() or {}).get("family", {})
+    shown = render_gpu(load_record())
+    if shipped and not measures_current_case_4(shipped.get("static-buffer")):
+        assert "earlier miniature" in shown and "tracked states wrong" not in shown
 
 
 def test_the_gpu_sections_logic_and_its_rendering_run_on_the_cpu_record():
@@ -254,6 +422,9 @@ def test_the_gpu_sections_logic_and_its_rendering_run_on_the_cpu_record():
     assert f"{bug['count']} of {bug['total']} prompts" in text and "at the address of the target graph's" in text
     assert "a test (`family`, 2026-01-02" in text and "real graphs: False" in text
     assert "holds no `family` section yet" in render_gpu({}) and "--sections family" in render_gpu(None)
+    tail = section["static-buffer"]
+    assert f"Case 4 (real graphs: {tail['real_graphs']}): batches of 5-8 right" in text
+    assert f"{tail['symptom']['buggy']['count']} of {tail['symptom']['buggy']['total']} tracked states" in text
     lines = summary_lines(section)
     assert any("shared-pool, buggy" in line and "audit fails" in line for line in lines)
     assert lines[-1].endswith(f"buggy 0, owned {offsets['owned']}")
@@ -282,9 +453,10 @@ def test_case_3_under_real_graphs_the_allocator_gives_the_drafter_the_target_gra
 @gpu
 @needs_compiled
 def test_case_4_under_real_graphs_only_the_largest_graph_comes_out_right():
-    case = static_buffer.DraftExtend("buggy", device="cuda")
+    case = static_buffer.TrackSave("buggy", device="cuda")
     assert case.runner.real_graphs
-    expected = tuple(n for n in static_buffer.BATCH_SIZES if case.runner.rows_for(n) == static_buffer.MAX_ROWS)
+    expected = tuple(n for n in static_buffer.BATCH_SIZES
+                     if static_buffer.destinations_read("buggy", n) == list(range(n)))
     assert static_buffer.right_batch_sizes("buggy", device="cuda") == expected
     assert static_buffer.symptom("fixed", device="cuda").count == 0
     assert not static_buffer.audit("buggy", device="cuda").passed
@@ -299,6 +471,7 @@ def test_the_gpu_section_records_both_cases_and_where_the_outputs_went():
     section = family_section()
     pool = section["shared-pool"]
     assert pool["real_graphs"] and section["static-buffer"]["real_graphs"]
+    assert section["static-buffer"]["miniature"] == static_buffer.MINIATURE
     assert pool["output_offset_bytes"]["buggy"] == 0 and pool["output_offset_bytes"]["owned"] != 0
     assert not pool["audit"]["buggy"]["passed"] and pool["audit"]["copied out"]["passed"]
     assert any("differ from eager" in line for line in summary_lines(section))

@@ -3,6 +3,7 @@
     const:family-sources-N   notebook 09: where case N was reported and read (before its prediction)
     const:family-fix-N       notebook 09: the fix upstream, where it was read (after the run)
     const:family-map         docs/VLLM_MAP.md: the four cases, their sources and their fixes
+    const:family-order       notebook 09, docs/VLLM_MAP.md: the cases in the order reported, and their engines
     cpu:family-N             notebook 09: case N's symptom and audit on the CPU, from labkit/data/cpu/family.json
     gpu:family               notebook 09: cases 3 and 4 under real CUDA graphs, from the H200 record's `family`
 
@@ -16,6 +17,7 @@ import json
 from typing import Callable
 
 from labkit import records
+from labkit.family import record as case_record
 from labkit.family.record import CASES
 
 GPU_SECTION = "family"
@@ -90,35 +92,50 @@ def render_static_buffer(record: dict) -> str:
     bug, fixed = r["symptom"]["buggy"], r["symptom"]["fixed"]
     right = r["right_batch_sizes"]["buggy"]
     wrong = [n for n in range(1, r["max_rows"] + 1) if n not in right]
-    return (f"On the CPU: batches of {_ranges(right)} right, of {_ranges(wrong)} wrong: {_of(bug)} live rows; "
-            f"fixed, {_of(fixed)}. Audit: {_verdicts(r['audit'])}. ({_stamp(record)})")
+    return (f"On the CPU: batches of {_ranges(right)} save every state where the radix cache looks, of "
+            f"{_ranges(wrong)} none: {_of(bug)} tracked states differ from eager; fixed, {_of(fixed)}. Audit: "
+            f"{_verdicts(r['audit'])}. ({_stamp(record)})")
 
 
 CPU_RENDERERS = {"stale-slot": render_stale_slot, "hidden-state-cache": render_hidden_state_cache,
                  "shared-pool": render_shared_pool, "static-buffer": render_static_buffer}
 
 
+GPU_COMMAND = ("`python -m labkit gpu --out DIR --sections family`, then `python -m labkit record merge "
+               "DIR/gpu_benchmarks.json --sections family`")
+
+
+def measures_current_case_4(entry: dict | None) -> bool:
+    """Whether a record's case-4 entry measured the miniature the kit has now (its ``miniature`` field)."""
+    from labkit.family import static_buffer
+
+    return isinstance(entry, dict) and entry.get("miniature") == static_buffer.MINIATURE
+
+
 def render_gpu(record: dict | None) -> str:
-    """Notebook 09: cases 3 and 4 under real CUDA graphs, or what to run while the record has no section."""
+    """Notebook 09: cases 3 and 4 under real CUDA graphs, or what to run while the record has no section,
+    or none for the case-4 miniature the kit has now."""
     section = (record or {}).get(GPU_SECTION)
     if not isinstance(section, dict) or "error" in section:
-        return ("The H200 record holds no `family` section yet: on a machine with an NVIDIA GPU, `python -m "
-                "labkit gpu --out DIR --sections family` runs cases 3 and 4 under real CUDA graphs, and `python -m "
-                "labkit record merge DIR/gpu_benchmarks.json --sections family` brings the run here.")
+        return (f"The H200 record holds no `family` section yet: on a machine with an NVIDIA GPU, {GPU_COMMAND} "
+                "run cases 3 and 4 under real CUDA graphs and bring the run here.")
     from labkit.viz.gpu_records import section_provenance
 
     stamp = section_provenance(record, GPU_SECTION)
-    pool, tail = section["shared-pool"], section["static-buffer"]
+    pool, tail = section["shared-pool"], section.get("static-buffer")
     offsets = pool.get("output_offset_bytes", {})
-    return (f"Under real CUDA graphs on {stamp.get('device', 'the GPU')} (`family`, {str(stamp.get('date', ''))[:10]}, "
-            f"torch {stamp.get('torch')}; real graphs: {pool['real_graphs'] and tail['real_graphs']}): PyTorch's "
+    text = (f"Under real CUDA graphs on {stamp.get('device', 'the GPU')} (`family`, {str(stamp.get('date', ''))[:10]}, "
+            f"torch {stamp.get('torch')}; real graphs: {pool['real_graphs']}): PyTorch's "
             f"caching allocator put the drafter graph's output {_placed(offsets.get('buggy'))} of the target "
             f"graph's, and, with the outputs owned, {_placed(offsets.get('owned'))}. "
             f"{_of(pool['symptom']['buggy'])} prompts' logprobs differed from eager "
             f"({', '.join(map(str, pool['symptom']['buggy']['corrupted'])) or 'none'}); "
-            + ", ".join(f"{form}, {_of(entry)}" for form, entry in pool["symptom"].items() if form != "buggy")
-            + f". Case 4: batches of {_ranges(tail['right_batch_sizes']['buggy'])} right, "
-            f"{_of(tail['symptom']['buggy'])} live rows wrong; fixed, {_of(tail['symptom']['fixed'])}.")
+            + ", ".join(f"{form}, {_of(entry)}" for form, entry in pool["symptom"].items() if form != "buggy") + ".")
+    if not measures_current_case_4(tail):
+        return text + " Case 4: that run measured an earlier miniature; this one awaits the same command."
+    right, bug, fixed = tail["right_batch_sizes"]["buggy"], tail["symptom"]["buggy"], tail["symptom"]["fixed"]
+    return text + (f" Case 4 (real graphs: {tail['real_graphs']}): batches of {_ranges(right)} right, {_of(bug)} "
+                   f"tracked states wrong; fixed, {_of(fixed)}.")
 
 
 def _placed(offset) -> str:
@@ -142,8 +159,29 @@ def renderers(wrap: Callable[[str], str], gpu: dict | None = None, cpu: dict | N
         out[f"const:family-fix-{case.number}"] = (lambda c=case: wrap(" ".join(c.fix)))
         out[f"cpu:family-{case.number}"] = cpu_block(case.key)
     out["const:family-map"] = lambda: render_map(wrap)
+    out["const:family-order"] = lambda: wrap(render_order())
     out["gpu:family"] = gpu_block
     return out
+
+
+def render_order() -> str:
+    """The cases in the order their threads were opened, and the engines they come from."""
+    cases = case_record.in_order_reported()
+    listed = ", ".join(f"{c.reported_in} ({_month(c.report.date)})" for c in cases)
+    numbers = ", ".join(str(c.number) for c in cases[:-1]) + f" and {cases[-1].number}"
+    names = case_record.engines()
+    return (f"Reported in this order: {listed}: cases {numbers}, from "
+            f"{', '.join(names[:-1]) + ' and ' + names[-1] if len(names) > 1 else names[0]}.")
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+
+
+def _month(date: str) -> str:
+    """"2026-05-27" -> "2026-05-27"; "2026-08" (a month only) -> "August 2026"."""
+    parts = date.split("-")
+    return date if len(parts) == 3 else f"{_MONTHS[int(parts[1]) - 1]} {parts[0]}"
 
 
 def render_map(wrap: Callable[[str], str]) -> str:

@@ -64,12 +64,14 @@ def _shared_pool(device) -> dict:
 
 def _static_buffer(device) -> dict:
     return {
+        "miniature": static_buffer.MINIATURE,
         "symptom": {form: static_buffer.symptom(form, device=device).as_record() for form in static_buffer.FORMS},
         "right_batch_sizes": {form: list(static_buffer.right_batch_sizes(form, device=device))
                               for form in static_buffer.FORMS},
         "capture_sizes": list(static_buffer.CAPTURE_SIZES),
         "max_rows": static_buffer.MAX_ROWS,
-        "real_graphs": static_buffer.DraftExtend(device=device).runner.real_graphs,
+        "destinations_read": {form: static_buffer.destinations_read(form) for form in static_buffer.FORMS},
+        "real_graphs": static_buffer.TrackSave(device=device).runner.real_graphs,
         "audit": {form: _audited(static_buffer.audit(form, device=device)) for form in static_buffer.FORMS},
     }
 

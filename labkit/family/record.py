@@ -1,12 +1,16 @@
 """The cases of notebook 09, one record each: the only place that lists them.
 
-A :class:`Case` holds what names one case: its number, title and module, where it was reported and
-read (each fact with the file and the commit or release it was read at, or said to rest on a
-thread when no tree was read), the fix as upstream made or proposed it, the id of its "predict,
-then run" cell in the notebook, and the patterns that give its answer away before that cell. The
-secrecy scan (:mod:`labkit.workshop.editions.secrecy`) reads the patterns along the learner's path,
-as it reads each exercise's; :mod:`labkit.docgen.numbers` renders the sources into the notebook and
-into docs/VLLM_MAP.md.
+A :class:`Case` holds what names one case: its number, title and module; the thread it is about
+(:class:`Ref`: repository, issue or pull request, number); the fix that changed the code, as a
+:class:`Ref` of the same repository (or none, when none had landed in what was read); every other
+thread or commit its sentences cite; the sentences themselves, where it was reported and read (each
+fact with the file and the commit or release it was read at, or the thread it was read in) and the
+fix; the id of its "predict, then run" cell in the notebook, and the patterns that give its answer
+away before that cell. ``tests/test_family.py`` holds the sentences to the references: a case
+names no thread, commit or engine its references do not list, and no fix from another repository.
+The secrecy scan (:mod:`labkit.workshop.editions.secrecy`) reads the patterns along the learner's
+path, as it reads each exercise's; :mod:`labkit.docgen.family_blocks` renders the sentences into the
+notebook and into docs/VLLM_MAP.md.
 """
 
 from __future__ import annotations
@@ -16,6 +20,39 @@ from dataclasses import dataclass, field
 
 NOTEBOOK = "09_the_family.ipynb"  # the case book, in notebooks/
 
+# The engines the cases come from: repository -> the name the sentences use.
+ENGINES = {"vllm-project/vllm": "vLLM", "sgl-project/sglang": "SGLang"}
+KINDS = ("issue", "pull request", "commit")
+NO_FIX = "no fix has landed"  # what a case's fix sentence says when its record holds no fix
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A thread or commit a case cites: where it is, what it is, and what was read there."""
+
+    repository: str  # "owner/name", one of ENGINES
+    kind: str  # one of KINDS
+    ref: str  # the number of an issue or pull request, or a commit's hash (at least 7 digits)
+    read: str  # what the kit read there, and in what state ("description of 2026-07-27; merged")
+    date: str = ""  # when the thread was opened, as far as it was read ("2026-05-27", or "2026-08")
+
+    def __post_init__(self):
+        if self.repository not in ENGINES:
+            raise ValueError(f"unknown repository {self.repository!r}: one of {sorted(ENGINES)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def engine(self) -> str:
+        return ENGINES[self.repository]
+
+    @property
+    def label(self) -> str:
+        """How a heading names it: "vLLM PR #47066", "vLLM #43810" (an issue), "SGLang commit `abc1234`"."""
+        if self.kind == "commit":
+            return f"{self.engine} commit `{self.ref}`"
+        return f"{self.engine} {'PR ' if self.kind == 'pull request' else ''}#{self.ref}"
+
 
 @dataclass(frozen=True)
 class Case:
@@ -24,11 +61,23 @@ class Case:
     number: int
     key: str  # the case's name in records and tests, e.g. "shared-pool"
     title: str  # notebook 09's heading, after "Case N · "
-    reported_in: str  # the engine and the issue or PR, e.g. "vLLM #53488"
     module: str  # the kit's module that reproduces it
+    report: Ref  # the issue or pull request the case is about
+    fix_ref: Ref | None  # the pull request or commit that fixed it upstream; None: none had landed
     sources: tuple[str, ...] = field(repr=False)  # where the mechanism was read (shown before the prediction)
     fix: tuple[str, ...] = field(repr=False)  # the fix upstream, where it was read (shown after it)
     answer: tuple[str, ...] = field(repr=False)  # regexes: what shows the answer before the predict cell
+    cited: tuple[Ref, ...] = field(default=(), repr=False)  # every other thread or commit the sentences cite
+
+    @property
+    def reported_in(self) -> str:
+        """The engine and the thread, as the heading gives it: "vLLM PR #47066"."""
+        return self.report.label
+
+    @property
+    def refs(self) -> tuple[Ref, ...]:
+        """Every thread and commit the case's sentences may cite."""
+        return (self.report,) + ((self.fix_ref,) if self.fix_ref else ()) + self.cited
 
     @property
     def predict_cell(self) -> str:
@@ -48,10 +97,15 @@ class Case:
         return importlib.import_module(self.module)
 
 
+VLLM, SGLANG = "vllm-project/vllm", "sgl-project/sglang"
+
 CASES: tuple[Case, ...] = (
     Case(
-        number=1, key="stale-slot", title="A stale padded row stores by slot", reported_in="vLLM PR #47066",
-        module="labkit.family.stale_slot",
+        number=1, key="stale-slot", title="A stale padded row stores by slot", module="labkit.family.stale_slot",
+        report=Ref(VLLM, "pull request", "47066", "description of 2026-06-30; merged", "2026-06-30"),
+        fix_ref=Ref(VLLM, "pull request", "47066", "the fix, read in the 0.33.0 wheel", "2026-06-30"),
+        cited=(Ref(VLLM, "commit", "ee0da84ab", "the 0.24.0 wheel: the last release before the fix"),
+               Ref(VLLM, "commit", "4ba787ec9", "the 0.33.0 wheel: the fix")),
         sources=(
             "vLLM PR #47066 (2026-06-30), Model Runner V2: `DraftModelSpeculator._copy_request_inputs` in "
             "`vllm/v1/worker/gpu/spec_decode/speculator.py` copies the live slots into `idx_mapping`, and "
@@ -59,9 +113,10 @@ CASES: tuple[Case, ...] = (
             "read in the 0.24.0 wheel (commit `ee0da84ab`), the last release before the fix.",
         ),
         fix=(
-            "The host fills the padded rows of `idx_mapping` with -1 (0.33.0 `spec_decode/speculator.py`:547-551, "
-            "commit `4ba787ec9`) and the kernel masks its loads and its store on `slot >= 0` (0.33.0 "
-            "`sample/gumbel.py`); DFlash pads its per-sample mapping with -1 instead of 0.",
+            "PR #47066 itself: the host fills the padded rows of `idx_mapping` with -1 (0.33.0 "
+            "`spec_decode/speculator.py`:547-551, commit `4ba787ec9`) and the kernel masks its loads and its "
+            "store on `slot >= 0` (0.33.0 `sample/gumbel.py`); DFlash pads its per-sample mapping with -1 "
+            "instead of 0.",
         ),
         answer=(r"\bslot 7\b[^.\n]{0,60}\b(free|no (live )?request|nobody|no one|unowned)\b",
                 r"\b(last|end) (row|request)\b[^.\n]{0,80}\b(none|nothing|no live q|0 of|harmless)\b",
@@ -69,8 +124,12 @@ CASES: tuple[Case, ...] = (
                 r"\bfree slot\b[^.\n]{0,60}\bno (live )?request\b"),
     ),
     Case(
-        number=2, key="hidden-state-cache", title="A -1 fill without a mask", reported_in="vLLM #43810",
-        module="labkit.family.hidden_state_cache",
+        number=2, key="hidden-state-cache", title="A -1 fill without a mask", module="labkit.family.hidden_state_cache",
+        report=Ref(VLLM, "issue", "43810", "the issue of 2026-05-27, reported at commit 284e6f54", "2026-05-27"),
+        fix_ref=Ref(VLLM, "commit", "055e47c2", "`vllm/model_executor/models/extract_hidden_states.py`: the clamp"),
+        cited=(Ref(VLLM, "commit", "284e6f54", "the commit the issue was reported at"),
+               Ref(VLLM, "commit", "2e3b4f40", "`extract_hidden_states.py` before the clamp"),
+               Ref(VLLM, "pull request", "43869", "description of 2026-05-28; open when read")),
         sources=(
             "vLLM issue #43810 (2026-05-27, reported at commit `284e6f54`): the hidden-state extraction "
             "drafter (`ExtractHiddenStatesProposer`) pads its slot mapping to the graph's size with "
@@ -91,7 +150,10 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         number=3, key="shared-pool", title="A later replay reuses an earlier graph's output memory",
-        reported_in="vLLM #53488", module="labkit.family.shared_pool",
+        module="labkit.family.shared_pool",
+        report=Ref(VLLM, "issue", "53488", "the issue's thread, open when read", "2026-08"),
+        fix_ref=None,
+        cited=(Ref(VLLM, "pull request", "53520", "description of 2026-08-24; open when read"),),
         sources=(
             "vLLM issue #53488 (August 2026; reproduced on vLLM 0.27.1 in its thread) and PR #53520 (opened "
             "2026-08-24, open when read), on the V1 GPU model runner, `vllm/v1/worker/gpu_model_runner.py`: "
@@ -101,10 +163,8 @@ CASES: tuple[Case, ...] = (
             "threads, not in a vLLM tree.",
         ),
         fix=(
-            "SGLang PR #35546 (merged; its review of 2026-08-31) clones the selected hidden states before they "
-            "leave the draft-extend graph's output buffer "
-            "(`python/sglang/srt/speculative/eagle_draft_extend_cuda_graph_runner.py`), so that a later "
-            "replay cannot overwrite them. The change #53520 makes is not quoted here.",
+            f"In vLLM, {NO_FIX} as of the threads read, the issue's and PR #53520's: both were open. "
+            "#53520 proposes one; what it changes was not read.",
         ),
         answer=(r"\b(at most|up to|no more than|<=|≤)\s*32 tokens?\b[^.\n]{0,80}\b(wrong|corrupt)",
                 r"\bran (under|in|through|as) a graph\b[^.\n]{0,60}\b(wrong|corrupt)",
@@ -114,26 +174,50 @@ CASES: tuple[Case, ...] = (
                 r"\b(short|shorter) (prompts?|ones)\b[^.\n]{0,60}\b(wrong|corrupt)"),
     ),
     Case(
-        number=4, key="static-buffer", title="A buffer refreshed at one end and read at the other",
-        reported_in="SGLang #32555", module="labkit.family.static_buffer",
+        number=4, key="static-buffer", title="A track buffer refreshed at its front and read at its tail",
+        module="labkit.family.static_buffer",
+        report=Ref(SGLANG, "pull request", "32555", "description of 2026-07-27; merged", "2026-07-27"),
+        fix_ref=Ref(SGLANG, "pull request", "32555", "the fix, read at commit 012945ec", "2026-07-27"),
+        cited=(Ref(SGLANG, "commit", "012945ec", "`python/sglang/srt/layers/attention/hybrid_linear_attn_backend.py`"
+                                                 ", a tree that carries the fix"),
+               Ref(SGLANG, "pull request", "29678", "a review of 2026-06-30 quoting the unfixed line; merged")),
         sources=(
-            "As reported in SGLang #32555 (July 2026): a replay refreshes a static buffer at its front "
-            "(`[:bs]`) while the captured kernel reads its tail (`[-n:]`), and the output diverges only under "
-            "graphs. The index of GitHub threads the kit's facts come from does not hold that thread, so the "
-            "kit names no SGLang file for it: its miniature is the pattern as reported.",
+            "SGLang PR #32555 (merged; described 2026-07-27), Mamba2 with the mamba radix cache: at a "
+            "`mamba_track_interval` boundary, decode copies each request's state from its working slot to a "
+            "track slot, which the radix tree keeps for prefix hits. Under decode CUDA "
+            "graphs, `MambaAttnBackendBase._replay_metadata` refreshes the static buffer "
+            "`mamba_track_indices_buf` (`max_bs` entries, zeros when allocated) at its front, `[:bs]`, and "
+            "handed the whole buffer on; `Mamba2AttnBackend.forward` takes the destinations as "
+            "`[-num_decodes:]`. Read in the PR's description and in "
+            "`python/sglang/srt/layers/attention/hybrid_linear_attn_backend.py` at commit `012945ec`, a later "
+            "tree (the index holds no copy at the merge commit); the unfixed line, `track_buf = "
+            "self.mamba_track_indices_buf`, in a review of 2026-06-30 on PR #29678, whose diff adds it.",
         ),
         fix=(
-            "SGLang PR #18647 (merged; described 2026-02-12) zero-pads the padding slots of the draft "
-            "buffers (`topk_p`, `topk_index`, `hidden_states`, `req_pool_indices`) so that no stale value "
-            "reaches a graph, as the PR's description says. Here the fix reads where the host writes.",
+            "PR #32555 itself: `_replay_metadata` hands out only `mamba_track_indices_buf[:bs]`, so that "
+            "`[-num_decodes:]` of it is the batch's own rows, and `Mamba2AttnBackend` asserts that "
+            "`num_decodes` is the batch size (commit `012945ec`). The PR's repro: a prefix hit on a state saved "
+            "in graphed decode diverged from a cold prefill (KL about 1.55; 0.002 without graphs).",
         ),
         answer=(r"\b(5|five) to (8|eight)\b[^.\n]{0,120}\b(right|correct|clean|match)", r"\(5, 6, 7, 8\)",
                 r"\bare the whole buffer\b",
                 r"\bgraph of (8|eight)\b[^.\n]{0,60}\b(right|correct|clean|unaffected|hides|match)",
                 r"\blargest (graph|capture size)\b[^.\n]{0,60}\b(right|correct|clean|hides|match)",
-                r"\btail is the whole buffer\b", r"\bonly\b[^.\n]{0,40}\bgraph of (8|eight)\b"),
+                r"\btail is the whole buffer\b", r"\bonly\b[^.\n]{0,40}\bgraph of (8|eight)\b",
+                r"\bentries (4|four) to (7|seven)\b", r"\bslot 0\b[^.\n]{0,80}\b(never|not) (written|saved)"),
     ),
 )
+
+
+def in_order_reported() -> tuple[Case, ...]:
+    """The cases in the order their threads were opened (the date each record gives)."""
+    return tuple(sorted(CASES, key=lambda c: c.report.date))
+
+
+def engines() -> tuple[str, ...]:
+    """The engines the cases come from, in the order of ENGINES."""
+    used = {c.report.repository for c in CASES}
+    return tuple(name for repo, name in ENGINES.items() if repo in used)
 
 
 def case(name) -> Case | None:
