@@ -22,10 +22,11 @@ import labkit  # noqa: F401  (first: sets TRITON_INTERPRET)
 from labkit import backends
 from labkit.workshop import checkers as ex
 from labkit.workshop.editions.secrecy import answers_in
-from labkit.workshop.exercises.kept_code import Answer, answers_folder, keep, learner_source, saved_answer
+from labkit.workshop.exercises.kept_code import Answer, answers_folder, keep, saved_answer
 from labkit.workshop.exercises.kit_code import pr_fix
 from labkit.workshop.exercises.record import EXERCISES, letters
 from labkit.workshop.exercises.reveal import Reveal, Reveals
+from labkit.workshop.feedback import learner_source
 
 # Every version of every exercise, as (letter, version kind): what each excerpt test runs over.
 VERSIONS = [(x.letter, v.kind or "torch") for x in EXERCISES for v in x.versions]
