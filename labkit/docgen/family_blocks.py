@@ -4,7 +4,7 @@
     const:family-fix-N       notebook 09: the fix upstream, where it was read (after the run)
     const:family-map         docs/VLLM_MAP.md: the four cases, their sources and their fixes
     cpu:family-N             notebook 09: case N's symptom and audit on the CPU, from labkit/data/cpu/family.json
-    gpu:family               notebook 09: cases 3 and 4 under real CUDA graphs, from the H200 record's `family`
+    gpu:family               notebook 09: cases 3 and 4 under real CUDA graphs, from the GPU record's `family`
 
 The CPU record is written by ``python -m labkit family --record``; the GPU section by ``python -m
 labkit gpu --out DIR --sections family``, merged with ``python -m labkit record merge``.
@@ -102,7 +102,7 @@ def render_gpu(record: dict | None) -> str:
     """Notebook 09: cases 3 and 4 under real CUDA graphs, or what to run while the record has no section."""
     section = (record or {}).get(GPU_SECTION)
     if not isinstance(section, dict) or "error" in section:
-        return ("The H200 record holds no `family` section yet: on a machine with an NVIDIA GPU, `python -m "
+        return ("The GPU record holds no `family` section yet: on a machine with an NVIDIA GPU, `python -m "
                 "labkit gpu --out DIR --sections family` runs cases 3 and 4 under real CUDA graphs, and `python -m "
                 "labkit record merge DIR/gpu_benchmarks.json --sections family` brings the run here.")
     from labkit.viz.gpu_records import section_provenance

@@ -18,9 +18,8 @@ from dataclasses import replace
 
 import torch
 
+from labkit.gpu.sizes import TOY_CAPTURE_SIZES
 from labkit.gpu.timing import measure
-
-TOY_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def toy_speculator(capture_sizes=TOY_CAPTURE_SIZES, *, k: int = 4, validate: bool = False,

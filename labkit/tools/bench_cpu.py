@@ -37,11 +37,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 
 PROG = "python -m labkit bench-cpu"
-NOTEBOOK_RECORD = paths.DATA / "cpu" / "notebook_times.json"
-COMMAND_RECORD = paths.DATA / "cpu" / "command_times.json"
+NOTEBOOK_RECORD = records.CPU_NOTEBOOKS
+COMMAND_RECORD = records.CPU_COMMANDS
 TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 360.0}
 # The stages `make test`'s target leaves out (a fresh clone's first run installs the venv first).
 MAKE_TEST_EXCLUDES = ("set-up",)
@@ -151,18 +151,12 @@ def _stage_timings(log: Path, label: str) -> list[Timing]:
 
 def commit_of(tree: Path) -> dict:
     """The commit `tree` holds: ``{"commit": full hash, "dirty": uncommitted changes to tracked files}``,
-    or ``{"commit": None, "why": ...}`` where git cannot say (no git, or no .git: a tarball)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=tree, capture_output=True,
-                              text=True)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=tree,
-                                capture_output=True, text=True)
-    except OSError as err:
-        return {"commit": None, "why": f"git did not run: {err}"}
-    lines = head.stdout.split()
-    if head.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != tree.resolve():
-        return {"commit": None, "why": f"{tree} is not a git checkout"}
-    return {"commit": lines[1], "dirty": bool(status.stdout.strip())}
+    or ``{"commit": None, "why": ...}`` where git cannot say (no git, or no .git: a tarball)
+    (:func:`labkit.records.kit_commit`, as every record)."""
+    found = records.kit_commit(tree, full=True)
+    if not found["git_commit"]:
+        return {"commit": None, "why": f"{tree} is not a git checkout of the kit"}
+    return {"commit": found["git_commit"], "dirty": bool(found["git_dirty"])}
 
 
 def time_make_test(cwd: Path, label: str, **extra_env: str) -> list[Timing]:

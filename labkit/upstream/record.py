@@ -12,7 +12,7 @@ matrix --record`` under ``LABKIT_BACKEND=interpreter``: every release's few file
 index (:mod:`labkit.upstream.fetch`), then the whole audit (:mod:`labkit.upstream.report`). On the
 GPU box, which has no network, the same audit runs compiled as a section of ``python -m labkit gpu``
 (:mod:`labkit.gpu.sections`) over the trees carried in ``build/vllm-trees/`` (or
-``LABKIT_VLLM_TREES``), and ``python -m labkit record merge`` takes it into the H200 record.
+``LABKIT_VLLM_TREES``), and ``python -m labkit record merge`` takes it into the GPU record.
 """
 
 from __future__ import annotations
