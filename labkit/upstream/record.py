@@ -49,7 +49,8 @@ def _entry(tree: Path) -> dict:
             "kernel_api": None if audit.api is None else audit.api.name,
             "backend": None if audit.kernel is None else audit.kernel.backend,
             "commit": audit.provenance.get("commit"), "uploaded": fetched.get("uploaded"),
-            "wheel": fetched.get("wheel"), "wheel_sha256_listed": fetched.get("wheel_sha256_listed")}
+            "wheel": fetched.get("wheel"), "wheel_sha256_listed": fetched.get("wheel_sha256_listed"),
+            "report": audit.lines()[2:]}  # the whole report but its verdict and this machine's path
 
 
 def audit_releases(trees: Path | None = None, versions=None, log=None) -> dict:
