@@ -59,6 +59,22 @@ def render_first_lab(record: dict) -> str:
             "written by `make bench-cpu ARGS=\"--only first-lab [--commit REV]\"`.")
 
 
+def render_refresh(record: dict) -> str:
+    """docs/MAINTAINING.md: how long `make refresh` takes when no notebook's inputs changed, and what it needs."""
+    from labkit.tools.bench_cpu import REFRESH
+
+    entry = record["commands"].get(REFRESH)
+    if entry is None:
+        return "`make refresh` is not timed yet: `make bench-cpu ARGS=\"--only refresh\"` times it in a fresh clone."
+    prov = entry["provenance"]
+    return (f"In a fresh clone of commit {(prov.get('commit') or '?')[:7]}, with no GPU and nothing under `build/`, "
+            f"`make refresh` took {span(entry['seconds'], '{:.0f}', ' s')} ({entry['note']}): the blocks twice, "
+            "the figures, no notebook (none's inputs had changed). Each notebook it executes adds about its own "
+            f"time under nbval (`labkit/data/cpu/notebook_times.json`). Measured {prov['date']} on "
+            f"{prov['machine']}; `labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only "
+            "refresh\"`.")
+
+
 PLATFORM_NAMES = {"linux-x86_64": "Linux x86-64", "linux-x86_64-cuda": "Linux x86-64, `TORCH=cuda`",
                   "darwin-arm64": "macOS arm64", "win32-amd64": "Windows x86-64"}
 

@@ -12,6 +12,7 @@ between ``<!-- KIND:NAME -->`` markers, and ``tests/test_taught_numbers.py`` kee
     cpu:repro           README: the default repro's table and wall time, against the target
     cpu:downloads       docs/MAINTAINING.md: what a fresh `make lab` downloads, per platform
     cpu:make-test       docs/MAINTAINING.md: each stage of `make test` in a fresh clone, and the whole
+    cpu:refresh         docs/MAINTAINING.md: `make refresh` in a fresh clone, no GPU
     run:ablations       README: each part of the fix alone, from a seeded run of every mode
     gpu:race-notebook   notebook 04: the race at both vocabularies, every run counted
     gpu:early-exit      notebook 04: early exit in row order against this record
@@ -37,7 +38,13 @@ from typing import Callable
 from labkit.docgen.code_blocks import ablation_run, render_ablations, render_block_map, render_gpu_default
 from labkit.docgen.cpu_blocks import DEFAULT_REPRO as DEFAULT_REPRO
 from labkit.docgen.cpu_blocks import FRESH_CLONE as FRESH_CLONE
-from labkit.docgen.cpu_blocks import render_downloads, render_first_lab, render_make_test, render_repro
+from labkit.docgen.cpu_blocks import (
+    render_downloads,
+    render_first_lab,
+    render_make_test,
+    render_refresh,
+    render_repro,
+)
 from labkit.docgen.kernel_blocks import REAL_VOCAB as REAL_VOCAB
 from labkit.docgen.kernel_blocks import render_early_exit, render_fix_cost, render_kernel
 from labkit.docgen.prose import wrap
@@ -58,7 +65,7 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
             "gpu:race-guide": with_gpu(render_race_guide), "gpu:race-notebook": with_gpu(render_race_notebook),
             "gpu:early-exit": with_gpu(render_early_exit),
             "cpu:repro": with_cpu(render_repro), "cpu:make-test": with_cpu(render_make_test),
-            "cpu:first-lab": with_cpu(render_first_lab),
+            "cpu:first-lab": with_cpu(render_first_lab), "cpu:refresh": with_cpu(render_refresh),
             "cpu:downloads": lambda: render_downloads(downloads_record()),
             "run:ablations": lambda: wrap(render_ablations(ablation_run())),
             "const:gpu-default": lambda: wrap(render_gpu_default()),
