@@ -59,3 +59,26 @@ def render_block_map() -> str:
             f"runs it with {GPU_NUM_WARPS} warps and fast-math logs (`launch_config` in "
             "`labkit/kernels/gumbel_tuning.py`, the logs in `labkit/kernels/fast_math.py`; the ``sweep`` section "
             "of the record, measured on an H200, is what chose them).")
+
+
+def _letters(exercises) -> str:
+    named = [f"({x.letter})" for x in exercises]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def render_exercise_versions() -> str:
+    """docs/INSTRUCTOR_GUIDE.md, a room of Macs: which exercises are plain Python and which are done in
+    their torch versions, from the exercises' record."""
+    from labkit.workshop.exercises.record import EXERCISES
+
+    plain = [x for x in EXERCISES if all(v.kind is None for v in x.versions)]
+    torch = [x for x in EXERCISES if any(v.kind == "torch" for v in x.versions)]
+    parts = []
+    if plain:
+        verb = "are" if len(plain) > 1 else "is"
+        parts.append(f"Exercise{'s' * (len(plain) > 1)} {_letters(plain)} {verb} plain Python and identical everywhere")
+    if torch:
+        many = len(torch) > 1
+        parts.append(f"{_letters(torch)} {'are' if many else 'is'} done in {'their' if many else 'its'} torch "
+                     f"version{'s' * many}, with the same semantics and the same checker's verdict as the Triton one")
+    return "; ".join(parts) + "."

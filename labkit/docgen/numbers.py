@@ -18,6 +18,7 @@ between ``<!-- KIND:NAME -->`` markers, and ``tests/test_taught_numbers.py`` kee
     gpu:early-exit      notebook 04: early exit in row order against this record
     const:gpu-default   notebook 08: the compiled kernel's default launch
     const:block-map     docs/VLLM_MAP.md: the block on each backend, the grid's row cap
+    const:exercise-versions  docs/INSTRUCTOR_GUIDE.md: which exercises are plain Python, which have a torch version
 
 The case book's blocks (``cpu:family-N``, ``gpu:family``, ``const:family-...``) are
 :mod:`labkit.docgen.family_blocks`'.
@@ -35,7 +36,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from labkit.docgen.code_blocks import ablation_run, render_ablations, render_block_map, render_gpu_default
+from labkit.docgen.code_blocks import (
+    ablation_run,
+    render_ablations,
+    render_block_map,
+    render_exercise_versions,
+    render_gpu_default,
+)
 from labkit.docgen.cpu_blocks import DEFAULT_REPRO as DEFAULT_REPRO
 from labkit.docgen.cpu_blocks import FRESH_CLONE as FRESH_CLONE
 from labkit.docgen.cpu_blocks import (
@@ -69,7 +76,8 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
             "cpu:downloads": lambda: render_downloads(downloads_record()),
             "run:ablations": lambda: wrap(render_ablations(ablation_run())),
             "const:gpu-default": lambda: wrap(render_gpu_default()),
-            "const:block-map": lambda: wrap(render_block_map())}
+            "const:block-map": lambda: wrap(render_block_map()),
+            "const:exercise-versions": lambda: wrap(render_exercise_versions())}
 
 
 def all_renderers() -> dict[str, Callable[[], str]]:
