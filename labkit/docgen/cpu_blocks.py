@@ -68,8 +68,9 @@ def render_refresh(record: dict) -> str:
         return "`make refresh` is not timed yet: `make bench-cpu ARGS=\"--only refresh\"` times it in a fresh clone."
     prov = entry["provenance"]
     return (f"In a fresh clone of commit {(prov.get('commit') or '?')[:7]}, with no GPU and nothing under `build/`, "
-            f"`make refresh` took {span(entry['seconds'], '{:.0f}', ' s')} ({entry['note']}): the blocks twice, "
-            "the figures, no notebook (none's inputs had changed). Each notebook it executes adds about its own "
+            f"`make refresh` took {span(entry['seconds'], '{:.0f}', ' s')} and "
+            f"{'changed nothing' if entry['ok'] else 'FAILED or changed files: ' + entry['note']}: the blocks "
+            "twice, the figures, no notebook (none's inputs had changed). Each notebook it executes adds about its own "
             f"time under nbval (`labkit/data/cpu/notebook_times.json`). Measured {prov['date']} on "
             f"{prov['machine']}; `labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only "
             "refresh\"`.")
