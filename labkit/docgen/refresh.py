@@ -26,7 +26,6 @@ and exits 1 where a block differs from its rendering or a notebook's inputs chan
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -37,10 +36,6 @@ from pathlib import Path
 from labkit import paths
 from labkit.errors import LabkitInputError
 
-# The modules through which notebooks read records: every GPU record through labkit.viz.gpu_records,
-# the audit of the vLLM releases through labkit.upstream.record.
-RECORD_READERS = ("labkit.viz.gpu_records", "labkit.viz.timing_plots", "labkit.viz.race_plots",
-                  "labkit.upstream.record")
 GPU_TAG = "gpu"
 # Where each notebook's inputs are kept, hashed (a dot file: JupyterLab's file browser does not list it).
 STAMPS = paths.NOTEBOOKS / ".refresh-inputs.json"
@@ -48,32 +43,6 @@ STAMPS = paths.NOTEBOOKS / ".refresh-inputs.json"
 ENVIRONMENT = ("pyproject.toml", "requirements/ci.txt")
 # Folders of the repository whose files are never a notebook's input: what runs leave behind.
 _NOT_INPUTS = (".venv", "build", ".git", "student", "wheelhouse")
-
-
-def _imports(code: str) -> set[str]:
-    # IPython's magics (%matplotlib, !pip) are not Python: left out before parsing.
-    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-    return found
-
-
-def reads_a_record(notebook: Path) -> bool:
-    cells = json.loads(notebook.read_text())["cells"]
-    imported = set().union(*(_imports("".join(c["source"])) for c in cells if c["cell_type"] == "code"))
-    return bool(imported & set(RECORD_READERS))
-
-
-def record_notebooks() -> list[Path]:
-    return [p for p in sorted(paths.NOTEBOOKS.glob("*.ipynb")) if reads_a_record(p)]
 
 
 # -- what a notebook shows depends on: its inputs, hashed --------------------------------------------------
