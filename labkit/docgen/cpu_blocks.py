@@ -4,7 +4,9 @@ RECORD=1`` write."""
 
 from __future__ import annotations
 
+from labkit import records
 from labkit.docgen.prose import span, wrap
+from labkit.docgen.sources import shown
 
 DEFAULT_REPRO = "python -m labkit repro"
 INTERPRETER_REPRO = "python -m labkit repro --backend interpreter"
@@ -24,7 +26,7 @@ def render_repro(record: dict) -> str:
         timing += (f"; with `--backend interpreter`, {span(interp['seconds'], '{:.0f}', ' s')} "
                    f"({interp['provenance']['date']})")
     text.append(timing + f". Measured {prov['date']} on {prov['machine']}; torch {prov['torch']}: "
-                "`labkit/data/cpu/command_times.json`, written by `make bench-cpu`.")
+                f"`{shown(records.CPU_COMMANDS)}`, written by `make bench-cpu`.")
     return "\n".join(text)
 
 
@@ -55,7 +57,7 @@ def render_first_lab(record: dict) -> str:
                  f"{span(then['seconds'], '{:.0f}', ' s')}: {ratio:.1f}x faster")
     prov = now["provenance"]
     return (text + f". Measured {prov['date']} on {prov['machine']}, the two runs one after the other; the "
-            "network's speed and the machine's other work change both. `labkit/data/cpu/command_times.json`, "
+            f"network's speed and the machine's other work change both. `{shown(records.CPU_COMMANDS)}`, "
             "written by `make bench-cpu ARGS=\"--only first-lab [--commit REV]\"`.")
 
 
@@ -71,8 +73,8 @@ def render_refresh(record: dict) -> str:
             f"`make refresh` took {span(entry['seconds'], '{:.0f}', ' s')} and "
             f"{'changed nothing' if entry['ok'] else 'FAILED or changed files: ' + entry['note']}: the blocks "
             "twice, the figures, no notebook (none's inputs had changed). Each notebook it executes adds about its own "
-            f"time under nbval (`labkit/data/cpu/notebook_times.json`). Measured {prov['date']} on "
-            f"{prov['machine']}; `labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only "
+            f"time under nbval (`{shown(records.CPU_NOTEBOOKS)}`). Measured {prov['date']} on "
+            f"{prov['machine']}; `{shown(records.CPU_COMMANDS)}`, written by `make bench-cpu ARGS=\"--only "
             "refresh\"`.")
 
 
@@ -110,7 +112,7 @@ def render_downloads(record: dict) -> str:
         f"MB = 10^6 bytes, Python {linux['provenance']['python']}. On Linux, {_mb(linux['from_disk_bytes'])} of "
         "the measured download came from the measuring machine's own disk. The room stage of `make test` "
         "downloads the Linux wheelhouse again and checks its size against this record. "
-        "`labkit/data/cpu/downloads.json` says how each entry was measured.")
+        f"`{shown(records.CPU_DOWNLOADS)}` says how each entry was measured.")
 
 
 FRESH_CLONE = "make test (fresh clone)"
@@ -154,4 +156,4 @@ def render_make_test(record: dict) -> str:
     return "\n".join(rows) + (
         f"\n\nMeasured in a fresh clone of {measured} (set-up included; {chromium}) "
         f"{prov['date']} on {prov['machine']}; target: {target}.{overlap}{note} "
-        "`labkit/data/cpu/command_times.json`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")
+        f"`{shown(records.CPU_COMMANDS)}`, written by `make bench-cpu ARGS=\"--only fresh-clone\"`.")

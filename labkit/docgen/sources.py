@@ -7,6 +7,11 @@ import json
 from labkit import records
 
 
+def shown(path) -> str:
+    """A record's path as the docs name it, relative to the repository: ``labkit/data/cpu/downloads.json``."""
+    return path.relative_to(records.paths.REPO).as_posix()
+
+
 def gpu_records():
     """The reader of GPU records (imported when a block asks, so that importing the renderers stays cheap)."""
     from labkit.viz import gpu_records as reader

@@ -28,13 +28,12 @@ import math
 import re
 import textwrap
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 from labkit.workshop.exercises import record as exercise_record
 
-RECORD = "data/cpu/notebook_times.json"
+RECORD = records.CPU_NOTEBOOKS  # the notebooks' run times
 MIN_SLACK_MIN = 10
 READING_WPM = 200  # technical prose, read in the room (stated)
 NOTEBOOKS = paths.NOTEBOOKS
@@ -112,7 +111,7 @@ OPTIONAL = (
 
 def load_times(path: str | Path | None = None) -> dict:
     """The record of measured notebook run times (default: the one the package ships)."""
-    text = Path(path).read_text() if path else resources.files("labkit").joinpath(RECORD).read_text()
+    text = Path(path).read_text() if path else RECORD.read_text()
     return json.loads(text)
 
 
