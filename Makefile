@@ -257,9 +257,11 @@ student: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m labkit figures
 
-# After a record changes (python -m labkit record merge RUN.json, make bench-cpu, make wheelhouse
-# RECORD=1): every rendered block of the docs and notebooks, the figures, and the notebooks that read
-# a record, executed and saved (docs/MAINTAINING.md).
+# After a record or the code changes (python -m labkit record merge RUN.json, make bench-cpu, make
+# wheelhouse RECORD=1, an exercise, a constant): every rendered block of the docs and notebooks, the
+# figures, and each notebook whose inputs changed, executed and saved on the CPU. Needs nothing but
+# the repository (no GPU, no network, nothing under build/); run twice, the second changes nothing
+# (docs/MAINTAINING.md).
 refresh: $(STAMP)
 	$(BIN)/python -m labkit refresh
 

@@ -20,26 +20,27 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 from labkit import paths
 from labkit.errors import LabkitInputError
 
-GPU = paths.DATA / "gpu" / "h200.json"  # every section of ``python -m labkit gpu`` on the H200
+GPU = paths.DATA / "gpu" / "runs.json"  # every section of ``python -m labkit gpu``, each with the run it came from
 CPU_COMMANDS = paths.DATA / "cpu" / "command_times.json"  # make bench-cpu: commands' wall times
 CPU_NOTEBOOKS = paths.DATA / "cpu" / "notebook_times.json"  # each notebook's run time (the agendas)
 CPU_DOWNLOADS = paths.DATA / "cpu" / "downloads.json"  # what a fresh make lab downloads
 CPU_UPSTREAM = paths.DATA / "cpu" / "upstream_audit.json"  # audit-vllm on the releases, interpreted
 CPU_FAMILY = paths.DATA / "cpu" / "family.json"  # the case book's cases on the CPU (python -m labkit family)
 ROOM_CPU = paths.DATA / "hub" / "cpu.json"  # rooms on this CPU machine
-ROOM_GPU = paths.DATA / "hub" / "h200.json"  # rooms on the H200 box
+ROOM_GPU = paths.DATA / "hub" / "gpu.json"  # rooms on the GPU box
 KERNEL_MEMORY = paths.DATA / "hub" / "kernel_memory.json"  # one kernel's memory, per torch build
 ROOM_NEIGHBOUR_CPU = paths.DATA / "hub" / "neighbour_cpu.json"  # a learner beside a hostile one, CPU machine
-ROOM_NEIGHBOUR_GPU = paths.DATA / "hub" / "neighbour_h200.json"  # the same on the H200 box
+ROOM_NEIGHBOUR_GPU = paths.DATA / "hub" / "neighbour_gpu.json"  # the same on the GPU box
 
 # Sections whose every run is data: the docs quote the spread over runs (the race's winner, the
 # graph's speed-up over eager launches on each host), so a merge keeps the runs it replaces.
 EVERY_RUN = ("graphs", "race", "race_blocks")
-STAMP_KEYS = ("device", "driver", "cuda", "torch", "triton", "python", "git_commit", "command")
+STAMP_KEYS = ("device", "driver", "cuda", "torch", "triton", "python", "git_commit", "command", "kernel_defaults")
 
 
 def utc_now() -> str:
@@ -55,17 +56,29 @@ def output_of(cmd: list[str]) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def kit_commit() -> dict:
-    """The kit's own commit and whether its tracked files differ from it. Only a repository whose top
-    is the kit's checkout counts: a copy of the kit inside another repository has no commit of its own
-    (LABKIT_SOURCE_COMMIT names it, as for a copy of the working tree without .git)."""
-    top = output_of(["git", "-C", str(paths.REPO), "rev-parse", "--show-toplevel"])
-    if top is not None and Path(top).resolve() == paths.REPO.resolve():
-        commit = output_of(["git", "-C", str(paths.REPO), "rev-parse", "--short", "HEAD"])
-        dirty = output_of(["git", "-C", str(paths.REPO), "status", "--porcelain", "--untracked-files=no"])
+def kit_commit(tree: Path | None = None, full: bool = False) -> dict:
+    """The commit of the kit's own repository at `tree` (default: this checkout) and whether its
+    tracked files differ from it: ``{"git_commit": ..., "git_dirty": ...}``. Every record takes its
+    commit here. Only a repository whose top is the kit's tree counts: a copy of the kit inside
+    another repository has no commit of its own (LABKIT_SOURCE_COMMIT names it, as for a copy of the
+    working tree without .git); where neither says, the commit is None."""
+    tree = Path(tree) if tree is not None else paths.REPO
+    top = output_of(["git", "-C", str(tree), "rev-parse", "--show-toplevel"])
+    if top is not None and Path(top).resolve() == tree.resolve():
+        commit = output_of(["git", "-C", str(tree), "rev-parse", *([] if full else ["--short"]), "HEAD"])
+        dirty = output_of(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"])
         return {"git_commit": commit, "git_dirty": bool(dirty) if dirty is not None else None}
     named = os.environ.get("LABKIT_SOURCE_COMMIT")
     return {"git_commit": named or None, "git_dirty": None}
+
+
+def commit_label(tree: Path | None = None) -> str:
+    """:func:`kit_commit` in one word for a record's provenance: ``abc1234``,
+    ``abc1234+uncommitted changes``, or ``unknown``."""
+    found = kit_commit(tree)
+    if not found["git_commit"]:
+        return "unknown"
+    return found["git_commit"] + ("+uncommitted changes" if found["git_dirty"] else "")
 
 
 def read(path: Path) -> dict:
@@ -130,6 +143,19 @@ def merge_sections(base: dict, new: dict, names, why: str) -> list[str]:
     return said
 
 
+def merge_rows(old_rows: list[dict], old_provenance: dict | None, rows: list[dict], provenance: dict,
+               key: Callable[[dict], object]) -> list[dict]:
+    """The rows of a record of rows (a room per size, say) after a run: the run's `rows`, each stamped
+    with the run's `provenance` (machine, commit, date, command), and every old row whose `key` the run
+    did not measure again, keeping its own stamp (a row written before rows had one takes its record's
+    `old_provenance`). Rows from several machines and commits each keep where they were measured;
+    sorted by `key`."""
+    measured = {key(row) for row in rows}
+    kept = [{**row, "provenance": row.get("provenance") or old_provenance} for row in old_rows
+            if key(row) not in measured]
+    return sorted(kept + [{**row, "provenance": provenance} for row in rows], key=key)
+
+
 def usable_sections(run: dict) -> list[str]:
     """The sections of a run's record that hold a measurement (a section that failed records its error)."""
     skip = {"provenance", "section_provenance", "section_seconds", "superseded", "notes"}
@@ -164,7 +190,7 @@ def merge_run(run_file: Path, into: Path = GPU, sections: list[str] | None = Non
 
 def add_arguments(record) -> None:
     record.description = ("Take sections of a run's record (python -m labkit gpu --out DIR wrote "
-                          "DIR/gpu_benchmarks.json) into a record under labkit/data/ (default: the H200 record). "
+                          "DIR/gpu_benchmarks.json) into a record under labkit/data/ (default: the GPU record). "
                           "Then `make refresh` renders the docs, figures and notebooks from it.")
     actions = record.add_subparsers(dest="action", required=True)
     merge = actions.add_parser("merge", help="merge a run's sections into a record")

@@ -115,14 +115,19 @@ def test_every_agenda_has_a_break_and_the_two_hour_one_is_the_three_hour_one_cut
             assert (a.what if a.notebook else f"the {a.name}") in shown.split("Dropped from", 1)[1], a.name
 
 
-def test_exercise_d_is_scheduled_wherever_05_is_and_optional_where_it_is_not(record):
-    for name, (activities, _) in agenda.AGENDAS.items():
-        with_05 = [a for a in activities if a.notebook == "05"]
-        has_d = any("d" in a.exercises for a in activities)
-        assert bool(with_05) == has_d, name
-        if not with_05:
-            assert "(d)" in agenda.render(name, record) and "optional" in agenda.render(name, record)
-    assert {"a", "b", "c", "capstone"} <= {x for a in agenda.TWO_HOURS for x in a.exercises}
+def test_each_exercise_is_scheduled_wherever_its_notebook_is_and_optional_where_it_is_not(record):
+    from labkit.workshop.exercises.record import EXERCISES
+
+    assert EXERCISES
+    for exercise in EXERCISES:
+        for name, (activities, _) in agenda.AGENDAS.items():
+            with_slot = [a for a in activities if a.notebook == exercise.agenda_notebook and a.does_exercises]
+            scheduled = any(exercise.letter in a.exercises for a in activities)
+            assert bool(with_slot) == scheduled, (name, exercise.letter)
+            if not with_slot:
+                shown = agenda.render(name, record)
+                assert f"({exercise.letter})" in shown and "optional" in shown, (name, exercise.letter)
+    assert "capstone" in {x for a in agenda.TWO_HOURS for x in a.exercises}
 
 
 def _script_of(notebook: str) -> str:
@@ -183,3 +188,24 @@ def test_the_optional_block_is_offered_in_the_slack_only_where_it_fits(record):
     squeezed = copy.deepcopy(record)
     squeezed["notebooks"]["06_audit_and_distribution.ipynb"]["seconds"] += 60 * agenda.slack_min("three-hours", record)
     assert "take-home" in agenda.render("three-hours", squeezed).split("Optional, off the clock", 1)[1]
+
+
+def test_a_new_exercise_fits_exactly_the_room_the_maintainers_guide_states(record, monkeypatch):
+    import dataclasses
+
+    from labkit.workshop.exercises import record as exercise_record
+
+    slots = {a.notebook for activities, _ in agenda.AGENDAS.values() for a in activities if a.does_exercises}
+    assert slots
+    letter = chr(ord(exercise_record.EXERCISES[-1].letter) + 1)
+    for notebook in sorted(slots):
+        room = agenda.room_for_an_exercise(notebook, record)
+        for minutes, fits in ((room, True), (room + 1, False)):
+            new = dataclasses.replace(exercise_record.EXERCISES[-1], letter=letter, minutes=minutes,
+                                      agenda_notebook=notebook)
+            monkeypatch.setattr(exercise_record, "EXERCISES", (*exercise_record.EXERCISES, new))
+            kept = min(agenda.slack_min(name, record) for name in agenda.AGENDAS)
+            assert (kept >= agenda.MIN_SLACK_MIN) == fits, (notebook, minutes, kept)
+            monkeypatch.undo()
+    assert f"in notebook 07's slot, at most {agenda.room_for_an_exercise('07', record)} min" in " ".join(
+        agenda.render_room(record).split())

@@ -38,7 +38,7 @@ def threads(request):
 
 
 # Seed 4's workload corrupts 7 of 12 responses when the padded row always wins (CPU): enough that
-# a GPU, where it wins about 65% of the races (labkit/data/gpu/h200.json), still corrupts some. In
+# a GPU, where it wins about 65% of the races (labkit/data/gpu/runs.json), still corrupts some. In
 # program order (the interpreter, the torch references) its first 8 requests already corrupt 3, in
 # about half the engine steps: there the runs take 8.
 REQUESTS = 8 if ORDERED else 12

@@ -743,3 +743,62 @@ def test_the_stale_slot_probe_sees_the_padded_row_land_in_a_live_q_on_the_cpu():
     assert seen["mapping"] == [0, 1, 2, 4, 5, 6, 7, 7] and seen["rows"] == [6, 7] and seen["slot"] == 7
     # On the CPU the padded row stores last every time: every launch overwrites live slot 7's q.
     assert seen["padded_values_in_live_q"] == seen["live_q_differs_from_unpadded"] == 3
+
+
+# -- the record against the code it measured --------------------------------------------------------
+
+def _shipped_gpu_record() -> dict:
+    from labkit import records
+
+    return read_record(records.GPU)
+
+
+def test_every_section_of_the_gpu_record_describes_the_code_as_it_is():
+    from labkit.gpu.measured_with import stale, unstamped
+
+    record = _shipped_gpu_record()
+    assert unstamped(record) == [], "sections whose stamp does not say which launch defaults they ran"
+    found = stale(record)
+    assert found == [], "the code moved on since these were measured:\n" + "\n".join(found)
+
+
+def test_a_changed_launch_default_marks_every_section_measured_with_the_old_one(monkeypatch):
+    from labkit.gpu.measured_with import NOT_AT_THE_DEFAULTS, stale
+    from labkit.kernels import gumbel_tuning
+
+    record = _shipped_gpu_record()
+    monkeypatch.setattr(gumbel_tuning, "GPU_NUM_WARPS", gumbel_tuning.GPU_NUM_WARPS * 2)
+    found = stale(record)
+    at_defaults = [s for s in record if s in record["section_provenance"] and s not in NOT_AT_THE_DEFAULTS]
+    assert len(found) == len(at_defaults) > 5
+    for section, line in zip(at_defaults, found, strict=True):
+        assert line.startswith(f"labkit/data/gpu/runs.json, section {section}: measured with the kernel's launch "
+                               f"defaults num_warps {gumbel_tuning.GPU_NUM_WARPS // 2} (the code now has "
+                               f"{gumbel_tuning.GPU_NUM_WARPS})"), line
+        assert f"`python -m labkit gpu --out DIR --sections {section}`" in line
+        assert f"`python -m labkit record merge DIR/gpu_benchmarks.json --sections {section}`" in line
+
+
+def test_a_changed_size_or_shape_marks_the_sections_measured_at_the_old_one(monkeypatch):
+    from labkit.gpu import sizes
+    from labkit.gpu.measured_with import stale
+
+    record = _shipped_gpu_record()
+    monkeypatch.setattr(sizes, "TOY_CAPTURE_SIZES", (*sizes.TOY_CAPTURE_SIZES, 2 * sizes.TOY_CAPTURE_SIZES[-1]))
+    monkeypatch.setattr(sizes, "PEER_SHAPES", sizes.PEER_SHAPES[1:])
+    found = stale(record)
+    assert [line.split(":")[0] for line in found] == [
+        f"labkit/data/gpu/runs.json, section {s}" for s in ("graphs", "staircase_toy", "peers")]
+    assert "capture sizes [1, 2, 4, 8, 16, 32, 64]; the code now measures at [1, 2, 4, 8, 16, 32, 64, 128]" in found[0]
+    assert all("--sections " + s in line for s, line in zip(("graphs", "staircase_toy", "peers"), found, strict=True))
+
+
+def test_each_section_of_a_run_is_stamped_with_the_launch_defaults_it_ran(tmp_path):
+    from labkit.gpu.measured_with import kernel_defaults
+
+    invocation = {"device": "NVIDIA GPU", "command": "python -m labkit gpu --out x",
+                  "kernel_defaults": kernel_defaults()}
+    registry = {"kernel": Section("kernel", "", lambda quick: {"sizes": []})}
+    record = cli.run_sections(["kernel"], {"provenance": invocation}, tmp_path / RECORD_NAME, registry=registry,
+                              log=lambda msg: None, invocation=invocation)
+    assert record["section_provenance"]["kernel"]["kernel_defaults"] == kernel_defaults()

@@ -165,7 +165,7 @@ def test_before_the_fix_the_live_q_is_lost_and_after_it_never_is():
     """docs/MECHANICS.md's second step, launched with fresh logits: rows 6 (live) and 7 hold slot 7.
 
     Before the fix (stale row 7) the padded row's store lands last in every launch where rows run in
-    order, and in about 65% of launches on an H200 (labkit/data/gpu/h200.json, "race"): losing none
+    order, and in about 65% of launches on an H200 (labkit/data/gpu/runs.json, "race"): losing none
     of 40 would take odds below 1e-18. After the fix (row 7 holds -1) slot 7 keeps row 6's q always.
     """
     launches = 4 if ORDERED else 40  # in program order every launch is the same story

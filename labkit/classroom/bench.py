@@ -12,7 +12,7 @@ allocator's peak) and whether every learner saw the corruption under the buggy g
 
     sudo .venv/bin/python -m labkit hub bench --learners 1,4,8 [--record]
 
---record writes labkit/data/hub/cpu.json (labkit/data/hub/h200.json on a GPU) with
+--record writes labkit/data/hub/cpu.json (labkit/data/hub/gpu.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
 
     sudo .venv/bin/python -m labkit hub bench --neighbour [--record]
@@ -21,7 +21,7 @@ measures instead what one hostile learner costs another: in a room of two, learn
 notebook 00 in an idle room, then again while learner A runs busy processes, fills memory past
 A's cap, fills /dev/shm and A's home and forks until refused (:mod:`labkit.classroom.neighbour`);
 it prints B's times and their ratio, what each of A's attempts was allowed, and which limits the box
-enforced. --record writes labkit/data/hub/neighbour_cpu.json (neighbour_h200.json on a GPU).
+enforced. --record writes labkit/data/hub/neighbour_cpu.json (neighbour_gpu.json on a GPU).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import pwd
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,7 +41,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labkit import paths
+from labkit import paths, records
 from labkit.classroom import room, workload
 from labkit.classroom.accounts import pids_of
 from labkit.errors import LabkitInputError
@@ -254,12 +253,11 @@ def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> 
 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
     path = records.ROOM_GPU if kind == "gpu" else records.ROOM_CPU
-    if args.merge and path.exists():
-        measured = {(row["learners"], row["start"]) for row in rows}
-        rows = sorted([r for r in json.loads(path.read_text())["rooms"]
-                       if (r["learners"], r.get("start", "cold")) not in measured] + rows,
-                      key=lambda r: (r["learners"], r.get("start", "cold")))
-    path.write_text(json.dumps({"provenance": _provenance(args, argv, extra), "rooms": rows}, indent=1) + "\n")
+    provenance = _provenance(args, argv, extra)
+    old = json.loads(path.read_text()) if args.merge and path.exists() else {"rooms": []}
+    rows = records.merge_rows(old["rooms"], old.get("provenance"), rows, provenance,
+                              key=lambda r: (r["learners"], r.get("start", "cold")))
+    path.write_text(json.dumps({"provenance": provenance, "rooms": rows}, indent=1) + "\n")
     if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
         shutil.copy(path, Path(os.environ["OUT"]) / path.name)
     print(f"wrote {path.relative_to(paths.REPO)}", flush=True)
@@ -272,7 +270,7 @@ def main(argv: list[str]) -> int:
                         help="cold (servers and kernels start when the learners sit down), warm (hub start --warm "
                              "started them before), or both (default cold,warm)")
     parser.add_argument("--record", action="store_true",
-                        help="write the record (labkit/data/hub/cpu.json or h200.json)")
+                        help="write the record (labkit/data/hub/cpu.json or gpu.json)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
     parser.add_argument("--merge", action="store_true",
@@ -289,11 +287,7 @@ def main(argv: list[str]) -> int:
     if not starts or any(x not in ("cold", "warm") for x in starts):
         raise LabkitInputError(f"--start {args.start!r}: cold, warm, or cold,warm")
     # The tree the figures come from, read before the runs (an edit during them would not be in it).
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=paths.REPO, capture_output=True,
-                            text=True).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.REPO,
-                           capture_output=True, text=True).stdout.strip()
-    args.commit = commit.strip() + ("+uncommitted changes" if dirty else "")
+    args.commit = records.commit_label()
     extra = ["--proxy", args.proxy] + (["--memory", args.memory] if args.memory else [])
     if args.neighbour:
         try:

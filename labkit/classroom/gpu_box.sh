@@ -10,12 +10,12 @@
 #    Each call installs the wheels into /opt/labkit-site, runs `python -m labkit hub bench` (each room size
 #    cold, then warm: hub start --warm) as root with the
 #    Python port of the proxy (no Node there) and merges its room sizes into
-#    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
+#    labkit/data/hub/gpu.json, which it also copies to $OUT: put the returned file at that path
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.
 #    The room's limits there (cgroup v2, the GPU share) and what one hostile learner costs another,
 #    one call each:
 #        bash labkit/classroom/gpu_box.sh test        # tests/test_room_groups.py and tests/test_hub.py
-#        bash labkit/classroom/gpu_box.sh neighbour   # hub bench --neighbour: labkit/data/hub/neighbour_h200.json
+#        bash labkit/classroom/gpu_box.sh neighbour   # hub bench --neighbour: labkit/data/hub/neighbour_gpu.json
 # 3. Back here: python -m labkit docs --write renders the records into docs/INSTRUCTOR_GUIDE.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
@@ -50,7 +50,7 @@ run|test|neighbour)
         sizes="${2:?give the room sizes, e.g. run 1,10}"
         python3 -m labkit hub bench --learners "$sizes" --proxy python --memory 3G --record --merge \
             --shared-note "the GPU box, nothing else running"
-        if [ -n "${OUT:-}" ]; then cp labkit/data/hub/h200.json "$OUT/"; fi ;;
+        if [ -n "${OUT:-}" ]; then cp labkit/data/hub/gpu.json "$OUT/"; fi ;;
     test)  # -p no:cacheprovider: the tree's copy may be read-only; the browser check says it needs Chromium
         python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/test_room_groups.py tests/test_hub.py ;;
     neighbour)

@@ -4,9 +4,9 @@ docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->``, ``<!-- gpu:hub-room 
 tests/test_taught_numbers.py ties each block to its record).
 
     labkit/data/hub/cpu.json             this repository's CPU machine, N = 1, 4, 8
-    labkit/data/hub/h200.json            the H200 box, N = 1, 10, 30 (labkit/classroom/gpu_box.sh)
+    labkit/data/hub/gpu.json             the GPU box (an H200), N = 1, 10, 30 (labkit/classroom/gpu_box.sh)
     labkit/data/hub/neighbour_cpu.json   a learner beside a hostile one (hub bench --neighbour), CPU machine
-    labkit/data/hub/neighbour_h200.json  the same on the H200 box
+    labkit/data/hub/neighbour_gpu.json   the same on the GPU box
 
 (Not in labkit/data/gpu/: every file there is a record of ``python -m labkit gpu``.)
 """

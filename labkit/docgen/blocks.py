@@ -5,7 +5,7 @@ the docs and the notebooks' markdown cells (where the markers show nothing). Eac
 between a pair of markers and is written by a renderer, never by hand:
 
     <!-- gpu:kernel -->
-    ... text rendered from labkit/data/gpu/h200.json ...
+    ... text rendered from labkit/data/gpu/runs.json ...
     <!-- /gpu:kernel -->
 
 KIND names the family of blocks (:func:`labkit.docgen.numbers.all_renderers` lists them all).

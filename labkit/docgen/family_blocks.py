@@ -5,7 +5,7 @@
     const:family-map         docs/VLLM_MAP.md: the four cases, their sources and their fixes
     const:family-order       notebook 09, docs/VLLM_MAP.md: the cases in the order reported, and their engines
     cpu:family-N             notebook 09: case N's symptom and audit on the CPU, from labkit/data/cpu/family.json
-    gpu:family               notebook 09: cases 3 and 4 under real CUDA graphs, from the H200 record's `family`
+    gpu:family               notebook 09: cases 3 and 4 under real CUDA graphs, from the GPU record's `family`
 
 The CPU record is written by ``python -m labkit family --record``; the GPU section by ``python -m
 labkit gpu --out DIR --sections family``, merged with ``python -m labkit record merge``.
@@ -117,7 +117,7 @@ def render_gpu(record: dict | None) -> str:
     or none for the case-4 miniature the kit has now."""
     section = (record or {}).get(GPU_SECTION)
     if not isinstance(section, dict) or "error" in section:
-        return (f"The H200 record holds no `family` section yet: on a machine with an NVIDIA GPU, {GPU_COMMAND} "
+        return (f"The GPU record holds no `family` section yet: on a machine with an NVIDIA GPU, {GPU_COMMAND} "
                 "run cases 3 and 4 under real CUDA graphs and bring the run here.")
     from labkit.viz.gpu_records import section_provenance
 

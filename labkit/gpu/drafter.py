@@ -18,9 +18,8 @@ from dataclasses import replace
 
 import torch
 
+from labkit.gpu.sizes import TOY_CAPTURE_SIZES
 from labkit.gpu.timing import measure
-
-TOY_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def toy_speculator(capture_sizes=TOY_CAPTURE_SIZES, *, k: int = 4, validate: bool = False,
@@ -68,10 +67,11 @@ def bench_graphs(capture_sizes=TOY_CAPTURE_SIZES, k: int = 4, log=print) -> dict
 def graph_step_applications() -> int:
     """How many times GraphRunner.run applies a step on the call that captures its graph.
 
-    1 is right. The runner warms the step up eagerly (so Triton compiles before capture); if it
-    then replayed the new graph as well, a step that updates its own inputs (the autoregressive
-    drafter shifts its context and positions in place) would run twice on that call. The record
-    made on 2026-11-29 found 2 (fixed since in labkit/graphs.py)."""
+    1 is right. The runner warms the step up eagerly (so Triton compiles before capture) and does
+    not replay the new graph on that call: a step that updates its own inputs (the autoregressive
+    drafter shifts its context and positions in place) would otherwise run twice. ``bench_e2e``
+    records the count beside its timings, so a run made with a runner that applies the step twice
+    says so (``tests/test_gpu.py`` checks it is 1)."""
     from labkit.graphs import GraphRunner
 
     counter = torch.zeros(1, device="cuda")

@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from labkit.gpu.sizes import COMPILE_ROWS, NATURAL_ROWS, REAL_VOCAB, ROWS, SWEEP_CONFIGS, SWEEP_SHAPES, VOCABS
 from labkit.gpu.summary import fraction_line, fractions, targets_for
 from labkit.gpu.timing import graphed, measure, per_call
 from labkit.gpu.torch_samplers import NATURAL_SAMPLERS, hash_port_sample, hash_port_tensors
@@ -34,13 +35,6 @@ from labkit.kernels.gumbel import gumbel_sample, kernel_launcher
 from labkit.kernels.gumbel_tuning import launch_config, program_row_and_block
 from labkit.kernels.sampling_state import SamplingState
 
-ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-VOCABS = (32000, 128256, 151936)
-COMPILE_ROWS = (1, 8, 64, 256, 512)
-NATURAL_ROWS = (256, 512)
-REAL_VOCAB = 151936
-SWEEP_CONFIGS = ((512, 1), (1024, 2), (1024, 4), (2048, 2), (2048, 4), (4096, 4), (4096, 8), (8192, 16))
-SWEEP_SHAPES = ((256, 151936), (512, 151936), (512, 128256), (256, 128256), (128, 151936), (64, 151936))
 STEP = 1  # the draft step the kernel stores q for (any step in 0..k-1 costs the same)
 
 

@@ -32,12 +32,12 @@ import triton.language as tl
 
 from labkit.gpu.kernel import STEP, bytes_moved, kernel_case
 from labkit.gpu.peer_checks import check_peer, tokens_in_range
+from labkit.gpu.sizes import PEER_SHAPES
 from labkit.gpu.timing import graphed, measure
 from labkit.kernels.gumbel import gumbel_sample
 from labkit.kernels.gumbel_tuning import launch_config, program_row_and_block
 from labkit.kernels.sampling_state import SamplingState
 
-PEER_SHAPES = ((64, 128256), (64, 151936), (256, 128256), (256, 151936), (512, 128256), (512, 151936))
 VLLM_ENV = "LABKIT_VLLM"
 
 

@@ -1,5 +1,6 @@
 """The provenance a GPU run writes first in its record: the device, its driver and clocks, CUDA, torch
-and Triton, the date, the command, the kit's commit, and the kernel's defaults.
+and Triton, the date, the command, the kit's commit (:func:`labkit.records.kit_commit`, as every record), and
+the kernel's launch defaults, which each section's stamp keeps (:mod:`labkit.gpu.measured_with`).
 
 A record is what the notebooks plot on any machine (:mod:`labkit.viz.gpu_records` reads them), so it
 carries everything needed to judge its numbers later. Writing and merging records is
@@ -11,6 +12,7 @@ from __future__ import annotations
 import platform
 
 from labkit import records
+from labkit.gpu.measured_with import kernel_defaults
 
 RECORD_NAME = "gpu_benchmarks.json"
 PROGRAM = "python -m labkit gpu"
@@ -37,8 +39,6 @@ def provenance(command: str) -> dict:
     import torch
     import triton
 
-    from labkit.kernels import gumbel_tuning as tuning
-
     props = torch.cuda.get_device_properties(0)
     return {
         "device": torch.cuda.get_device_name(0),
@@ -53,8 +53,6 @@ def provenance(command: str) -> dict:
         "date": records.utc_now(),
         "command": command,
         **records.kit_commit(),
-        "kernel_defaults": {"block_v": tuning.GPU_BLOCK_V, "num_warps": tuning.GPU_NUM_WARPS,
-                            "fast_math": tuning.GPU_FAST_MATH, "single_pass": tuning.SINGLE_PASS,
-                            "dependent_launch": tuning.DEPENDENT_LAUNCH},
+        "kernel_defaults": kernel_defaults(),
         "timing": TIMING_NOTE,
     }

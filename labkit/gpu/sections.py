@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from labkit.gpu.sizes import DRAFT_CHECK_ROWS, KERNEL_SIZES, PEER_SHAPES, ROWS, SWEEP_SHAPES, TOY_CAPTURE_SIZES
+
 
 @dataclass(frozen=True)
 class Section:
@@ -19,7 +21,7 @@ class Section:
 
 
 def _kernel(quick: bool) -> dict:
-    from labkit.gpu.kernel import ROWS, bench_kernel
+    from labkit.gpu.kernel import bench_kernel
 
     return bench_kernel(rows_list=(1, 8, 64, 256, 512) if quick else ROWS)
 
@@ -31,7 +33,7 @@ def _torch_natural(quick: bool) -> dict:
 
 
 def _sweep(quick: bool) -> dict:
-    from labkit.gpu.kernel import SWEEP_SHAPES, bench_sweep
+    from labkit.gpu.kernel import bench_sweep
 
     return bench_sweep(shapes=SWEEP_SHAPES[:1] if quick else SWEEP_SHAPES)
 
@@ -39,25 +41,25 @@ def _sweep(quick: bool) -> dict:
 def _graphs(quick: bool) -> dict:
     from labkit.gpu.drafter import bench_graphs
 
-    return bench_graphs(capture_sizes=(1, 8, 64) if quick else (1, 2, 4, 8, 16, 32, 64))
+    return bench_graphs(capture_sizes=(1, 8, 64) if quick else TOY_CAPTURE_SIZES)
 
 
 def _staircase_kernel(quick: bool) -> dict:
     from labkit.gpu.staircase import bench_staircase_kernel
 
-    return bench_staircase_kernel(kernel_sizes=(1, 8, 64, 512) if quick else (1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+    return bench_staircase_kernel(kernel_sizes=(1, 8, 64, 512) if quick else KERNEL_SIZES)
 
 
 def _staircase_toy(quick: bool) -> dict:
     from labkit.gpu.staircase import bench_staircase_toy
 
-    return bench_staircase_toy(capture_sizes=(1, 2, 4, 8) if quick else (1, 2, 4, 8, 16, 32, 64))
+    return bench_staircase_toy(capture_sizes=(1, 2, 4, 8) if quick else TOY_CAPTURE_SIZES)
 
 
 def _draft_checks(quick: bool) -> dict:
     from labkit.gpu.drafter import bench_draft_checks
 
-    return bench_draft_checks(rows_list=(1, 64) if quick else (1, 8, 32, 64), iters=20 if quick else 60)
+    return bench_draft_checks(rows_list=(1, 64) if quick else DRAFT_CHECK_ROWS, iters=20 if quick else 60)
 
 
 def _e2e(quick: bool) -> dict:
@@ -79,7 +81,7 @@ def _race_blocks(quick: bool) -> dict:
 
 
 def _peers(quick: bool) -> dict:
-    from labkit.gpu.peers import PEER_SHAPES, bench_peers
+    from labkit.gpu.peers import bench_peers
 
     return bench_peers(shapes=PEER_SHAPES[2:4] if quick else PEER_SHAPES)
 

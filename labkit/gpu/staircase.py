@@ -11,12 +11,12 @@ import functools
 
 import torch
 
-from labkit.gpu.drafter import TOY_CAPTURE_SIZES, toy_speculator
-from labkit.gpu.kernel import REAL_VOCAB, STEP, kernel_case
+from labkit.gpu.drafter import toy_speculator
+from labkit.gpu.kernel import STEP, kernel_case
+from labkit.gpu.sizes import KERNEL_SIZES, REAL_VOCAB, TOY_CAPTURE_SIZES
 from labkit.gpu.timing import checkpoint, graphed, measure, per_call
 from labkit.kernels.gumbel import kernel_launcher
 
-KERNEL_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 REPS = 5  # calls per graph in the kernel staircase
 
 

@@ -11,7 +11,7 @@ the answer that matters. Levels (the kernel's ``FAST_MATH``, chosen by
     2  as 1, and the inner log without libdevice's special cases (the same values for u >= 2**-24)
 
 Levels 1 and 2 use inline PTX and bit casts, which Triton's interpreter cannot run. What they buy
-on an H200 is recorded in the ``sweep`` and ``kernel`` sections of labkit/data/gpu/h200.json.
+on an H200 is recorded in the ``sweep`` and ``kernel`` sections of labkit/data/gpu/runs.json.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ MIN_BLOCK_V, MAX_BLOCK_V = 16, 65536  # the block sizes a caller may ask for (po
 
 # On a GPU each program's loads, arithmetic (a 32-bit hash and two logs per element) and stores must
 # overlap with other programs'. Small programs with 2 warps (16 elements per thread) pack many to an
-# SM. The ``sweep`` section of labkit/data/gpu/h200.json (labkit/gpu/kernel.py, bench_sweep: every
+# SM. The ``sweep`` section of labkit/data/gpu/runs.json (labkit/gpu/kernel.py, bench_sweep: every
 # block size and warp count, the whole call in one and in two passes, at 64-512 rows) is what chose
 # them; notebook 08 prints this default beside the fastest configuration per shape, and the
 # ``kernel`` section times it at every size.
@@ -129,7 +129,7 @@ def program_row_and_block(row_start, ALTERNATE_ROWS: tl.constexpr):
     program almost nothing, but a GPU still starts each of its programs, and a batch is padded at its
     end: in row order every quick program would come after the last slow one, with nothing left to
     overlap, and early exit saved almost nothing (the half-padded runs of the ``kernel`` sections in
-    labkit/data/gpu/h200.json, the superseded one in row order; notebook 04 prints both). Early exit
+    labkit/data/gpu/runs.json, the superseded one in row order; notebook 04 prints both). Early exit
     runs only masked, where padded rows store nothing and live rows hold distinct (slot, step)
     places, so the order changes no result; the kernel before the fix keeps row order, in which
     padded rows run after the live ones, as in vLLM's grid."""
@@ -194,7 +194,7 @@ def block_argmax(scores, offs, in_vocab, is_tail):
 # side, queue. On a GPU that has
 # programmatic dependent launch (compute capability 9.0 and up) the read-out launch starts while the
 # sampling kernel runs and waits for it on the device, which hides the second launch's latency; the
-# ``kernel`` section of labkit/data/gpu/h200.json times the whole call (single_pass_call,
+# ``kernel`` section of labkit/data/gpu/runs.json times the whole call (single_pass_call,
 # two_pass_call) beside the kernel alone.
 
 

@@ -8,6 +8,7 @@
     python -m labkit bench-cpu --only repro --repeat 3    # the default repro three times
     python -m labkit bench-cpu --only first-lab [--commit REV]   # a first `make lab`'s set-up: a fresh
                                                     # clone of REV, empty download caches
+    python -m labkit bench-cpu --only refresh       # `make refresh` in a fresh clone of HEAD, no GPU
 
 Every run writes what it measured to the records in labkit/data/cpu/ (``--no-record``: print
 only): the notebooks' times to notebook_times.json (only when every notebook ran and passed; the
@@ -37,15 +38,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 
 PROG = "python -m labkit bench-cpu"
-NOTEBOOK_RECORD = paths.DATA / "cpu" / "notebook_times.json"
-COMMAND_RECORD = paths.DATA / "cpu" / "command_times.json"
+NOTEBOOK_RECORD = records.CPU_NOTEBOOKS
+COMMAND_RECORD = records.CPU_COMMANDS
 TARGET_S = {"repro": 10.0, "notebook": 60.0, "make test": 360.0}
 # The stages `make test`'s target leaves out (a fresh clone's first run installs the venv first).
 MAKE_TEST_EXCLUDES = ("set-up",)
-PARTS = ("repro", "notebooks", "make-test", "fresh-clone", "first-lab")
+PARTS = ("repro", "notebooks", "make-test", "fresh-clone", "first-lab", "refresh")
 DEFAULT_PARTS = ("repro", "notebooks")
 
 
@@ -151,18 +152,12 @@ def _stage_timings(log: Path, label: str) -> list[Timing]:
 
 def commit_of(tree: Path) -> dict:
     """The commit `tree` holds: ``{"commit": full hash, "dirty": uncommitted changes to tracked files}``,
-    or ``{"commit": None, "why": ...}`` where git cannot say (no git, or no .git: a tarball)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=tree, capture_output=True,
-                              text=True)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=tree,
-                                capture_output=True, text=True)
-    except OSError as err:
-        return {"commit": None, "why": f"git did not run: {err}"}
-    lines = head.stdout.split()
-    if head.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != tree.resolve():
-        return {"commit": None, "why": f"{tree} is not a git checkout"}
-    return {"commit": lines[1], "dirty": bool(status.stdout.strip())}
+    or ``{"commit": None, "why": ...}`` where git cannot say (no git, or no .git: a tarball)
+    (:func:`labkit.records.kit_commit`, as every record)."""
+    found = records.kit_commit(tree, full=True)
+    if not found["git_commit"]:
+        return {"commit": None, "why": f"{tree} is not a git checkout of the kit"}
+    return {"commit": found["git_commit"], "dirty": bool(found["git_dirty"])}
 
 
 def time_make_test(cwd: Path, label: str, **extra_env: str) -> list[Timing]:
@@ -186,6 +181,25 @@ def time_fresh_clone() -> list[Timing]:
         clone = Path(tmp) / "labkit"
         subprocess.run(["git", "clone", "-q", str(paths.REPO), str(clone)], check=True)
         return time_make_test(clone, "make test (fresh clone)", LABKIT_REQUIRE_BROWSER="1")
+
+
+REFRESH = "make refresh (fresh clone)"
+
+
+def time_refresh() -> Timing:
+    """`make refresh` in a fresh clone of HEAD, with this interpreter (its packages) and the GPU hidden:
+    what a maintainer waits for when nothing a notebook shows changed (the notebooks it would execute
+    add their own times, notebook_times.json). A run that changes a file of the clone fails."""
+    with tempfile.TemporaryDirectory(prefix="labkit-refresh-") as tmp:
+        clone = Path(tmp) / "labkit"
+        subprocess.run(["git", "clone", "-q", str(paths.REPO), str(clone)], check=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BACKEND", "TRITON_INTERPRET")}
+        env.update(PYTHONPATH=str(clone), CUDA_VISIBLE_DEVICES="")
+        took, done = _run([sys.executable, "-m", "labkit", "refresh"], cwd=clone, env=env)
+        changed = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
+        note = "no GPU, nothing under build/; " + ("changed nothing" if not changed.strip() else
+                                                  f"changed {len(changed.splitlines())} files")
+        return Timing(REFRESH, took, None, done.returncode == 0 and not changed.strip(), note, commit=commit_of(clone))
 
 
 FIRST_LAB = "make lab set-up"
@@ -304,6 +318,8 @@ def main(argv: list[str]) -> int:
         timings += time_fresh_clone()
     if "first-lab" in parts:
         timings.append(time_first_lab(args.commit))
+    if "refresh" in parts:
+        timings.append(time_refresh())
     print("\n" + report(timings))
     if args.record:
         command = " ".join([PROG, *argv])

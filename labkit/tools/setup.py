@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 from labkit.errors import LabkitInputError
 from labkit.tools import lab
 
@@ -331,7 +331,7 @@ def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
     return summary
 
 
-DOWNLOADS_RECORD = paths.DATA / "cpu" / "downloads.json"
+DOWNLOADS_RECORD = records.CPU_DOWNLOADS
 
 
 def host_platform(torch: str = "cpu") -> str:

@@ -12,7 +12,7 @@ matrix --record`` under ``LABKIT_BACKEND=interpreter``: every release's few file
 index (:mod:`labkit.upstream.fetch`), then the whole audit (:mod:`labkit.upstream.report`). On the
 GPU box, which has no network, the same audit runs compiled as a section of ``python -m labkit gpu``
 (:mod:`labkit.gpu.sections`) over the trees carried in ``build/vllm-trees/`` (or
-``LABKIT_VLLM_TREES``), and ``python -m labkit record merge`` takes it into the H200 record.
+``LABKIT_VLLM_TREES``), and ``python -m labkit record merge`` takes it into the GPU record.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def _entry(tree: Path) -> dict:
             "kernel_api": None if audit.api is None else audit.api.name,
             "backend": None if audit.kernel is None else audit.kernel.backend,
             "commit": audit.provenance.get("commit"), "uploaded": fetched.get("uploaded"),
-            "wheel": fetched.get("wheel"), "wheel_sha256_listed": fetched.get("wheel_sha256_listed")}
+            "wheel": fetched.get("wheel"), "wheel_sha256_listed": fetched.get("wheel_sha256_listed"),
+            "report": audit.lines()[2:]}  # the whole report but its verdict and this machine's path
 
 
 def audit_releases(trees: Path | None = None, versions=None, log=None) -> dict:

@@ -15,6 +15,7 @@ import functools
 import html
 import inspect
 import re
+import textwrap
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -260,3 +261,15 @@ def never_raises(ex: str):
         return wrapper
 
     return decorate
+
+
+def learner_source(fn: Callable) -> str | None:
+    """The source of the learner's function (a kernel's Python function); None where it cannot be read.
+
+    Functions defined in a notebook cell are found through IPython's cache of cell sources.
+    """
+    try:
+        return textwrap.dedent(inspect.getsource(python_function(fn) or fn))
+    except (OSError, TypeError):
+        src = getattr(fn, "src", None)  # a Triton kernel keeps the text it was compiled from
+        return textwrap.dedent(src) if isinstance(src, str) else None

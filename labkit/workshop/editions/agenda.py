@@ -26,14 +26,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, records
 from labkit.workshop.exercises import record as exercise_record
 
-RECORD = "data/cpu/notebook_times.json"
+RECORD = records.CPU_NOTEBOOKS  # the notebooks' run times
 MIN_SLACK_MIN = 10
 READING_WPM = 200  # technical prose, read in the room (stated)
 NOTEBOOKS = paths.NOTEBOOKS
@@ -111,7 +111,7 @@ OPTIONAL = (
 
 def load_times(path: str | Path | None = None) -> dict:
     """The record of measured notebook run times (default: the one the package ships)."""
-    text = Path(path).read_text() if path else resources.files("labkit").joinpath(RECORD).read_text()
+    text = Path(path).read_text() if path else RECORD.read_text()
     return json.loads(text)
 
 
@@ -225,6 +225,29 @@ def render_minimums() -> str:
     return "\n".join(rows)
 
 
+def room_for_an_exercise(notebook: str, record: dict) -> int:
+    """The most minutes a new exercise done in `notebook`'s slot may add (its stated minutes and the
+    reading of its words together) before an agenda that schedules it keeps less than
+    :data:`MIN_SLACK_MIN` minutes of slack."""
+    holding = [name for name, (activities, _) in AGENDAS.items()
+               if any(a.does_exercises and a.notebook == notebook for a in activities)]
+    return min(slack_min(name, record) for name in holding) - MIN_SLACK_MIN
+
+
+def render_room(record: dict) -> str:
+    """docs/MAINTAINING.md: what the agendas leave a new exercise, in each notebook whose slot holds exercises."""
+    slots = sorted({a.notebook for activities, _ in AGENDAS.values() for a in activities if a.does_exercises})
+    room = "; ".join(f"in notebook {n}'s slot, at most {room_for_an_exercise(n, record)} min" for n in slots)
+    text = (f"Every agenda must keep {MIN_SLACK_MIN} minutes of slack, and a new exercise adds its record's "
+            f"`minutes` and the reading of its task's words ({READING_WPM} words a minute) to its slot. With the "
+            f"records as they are, that leaves a new exercise {room} "
+            f"(`labkit/workshop/editions/agenda.py`, `room_for_an_exercise`). More than that takes time from "
+            "elsewhere: another exercise's minutes, `MIN_DISCUSS`, or an activity moved into `TWO_HOUR_CUT`; "
+            "`tests/test_agenda.py` fails while an agenda keeps less.")
+    return textwrap.fill(text, 100, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def render(name: str, record: dict) -> str:
     """A block of the guide: the notebook times, the minimums, or an agenda as a markdown table with its slack."""
     if name == "times":
@@ -265,7 +288,7 @@ def render(name: str, record: dict) -> str:
 
 
 KIND = "agenda"
-BLOCKS = ("times", "minimums", *AGENDAS)
+BLOCKS = ("times", "minimums", *AGENDAS)  # the instructor guide's
 
 
 def renderers(record: dict | None = None) -> dict:
@@ -274,4 +297,5 @@ def renderers(record: dict | None = None) -> dict:
     def block(name):
         return lambda: render(name, record if record is not None else load_times())
 
-    return {f"{KIND}:{name}": block(name) for name in BLOCKS}
+    return {**{f"{KIND}:{name}": block(name) for name in BLOCKS},
+            f"{KIND}:room-for-an-exercise": lambda: render_room(record if record is not None else load_times())}

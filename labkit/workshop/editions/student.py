@@ -31,6 +31,9 @@ from pathlib import Path
 
 from labkit import paths
 from labkit.errors import LabkitInputError
+from labkit.workshop.learner_folder import DOCS_AFTER_THE_EXERCISES, LEARNER_SUFFIX
+from labkit.workshop.learner_folder import deliver_docs_after_the_exercises as deliver_docs_after_the_exercises
+from labkit.workshop.learner_folder import is_learner_folder as is_learner_folder
 
 SOLUTION_TAG = "solution"
 CHECKER_TAG = "checker"
@@ -178,12 +181,6 @@ def _used(tree) -> set[str]:
 
 # Docs a student notebook may link to that answer no exercise: in a learner's folder from the start.
 LEARNER_DOCS = ("TRITON_MASKS.md",)
-# Docs that explain the fix, which the notebooks after 07 link to: they reach a learner's folder when
-# the capstone passes (every exercise done), never before; the file browser shows none of them earlier.
-DOCS_AFTER_THE_EXERCISES = ("MECHANICS.md", "VLLM_MAP.md")
-# The learner's copies carry the edition in their names, so that a tab of the student edition never
-# looks like a tab of the instructor's (JupyterLab titles a tab with the file name).
-LEARNER_SUFFIX = "_student"
 _DOC_LINK = re.compile(r"\[([^\]]+)\]\(\.\./docs/([A-Za-z0-9_.-]+)\)")
 
 
@@ -285,24 +282,3 @@ def build_learner_folder(dest: str | Path, src: str | Path | None = None, *, fre
     others = sorted(p for p in dest.rglob("*") if p.is_file() and p not in ours
                     and not {"my_answers", *_SKIP_DIRS} & set(p.relative_to(dest).parts))
     return LearnerFolder(dest, tuple(notebooks), tuple(written), tuple(kept), tuple(outdated), tuple(others))
-
-
-def is_learner_folder(folder: str | Path) -> bool:
-    """Whether `folder` is a learner's folder (it holds a notebook of the student edition)."""
-    return any(Path(folder).glob(f"*{LEARNER_SUFFIX}.ipynb"))
-
-
-def deliver_docs_after_the_exercises(folder: str | Path | None = None) -> list[Path]:
-    """Copies :data:`DOCS_AFTER_THE_EXERCISES` into the ``docs/`` of a learner's `folder` (default: the
-    working folder, where a notebook's kernel runs) and returns their paths; in any other folder (the
-    instructor's notebooks, next to the repository's own docs) it copies nothing and returns []."""
-    folder = Path(folder if folder is not None else Path.cwd())
-    if not is_learner_folder(folder):
-        return []
-    (folder / "docs").mkdir(exist_ok=True)
-    delivered = []
-    for doc in DOCS_AFTER_THE_EXERCISES:
-        if (paths.DOCS / doc).is_file():
-            shutil.copy2(paths.DOCS / doc, folder / "docs" / doc)
-            delivered.append(folder / "docs" / doc)
-    return delivered

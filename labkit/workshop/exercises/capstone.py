@@ -107,13 +107,14 @@ def format_rows(rows: list[CapstoneRow]) -> str:
 def _learner_pieces(namespace, copy_idx_mapping, kernel, sample_mapping):
     """The three functions, from keywords or a namespace; or the CheckResult of the first that fails."""
     from labkit.workshop.exercises import record
+    from labkit.workshop.exercises.checks import checker
     from labkit.workshop.exercises.reveal import learner_names
 
     pieces = []
     for ex, given in (("a", copy_idx_mapping), ("b", kernel), ("c", sample_mapping)):
         fn, _, verdict = resolve(ex, given if given is not None else namespace, *learner_names(ex))
         if verdict is None:
-            verdict = record.exercise(ex).check()(fn)
+            verdict = checker(record.exercise(ex))(fn)
         if not verdict.solved:
             return verdict
         pieces.append(fn)
@@ -159,7 +160,7 @@ def run_capstone(namespace: dict | None = None, *, copy_idx_mapping=None, kernel
 
 def _docs_now_open() -> str:
     """Every exercise is done: the docs that explain the whole fix reach a learner's folder now."""
-    from labkit.workshop.editions.student import DOCS_AFTER_THE_EXERCISES, deliver_docs_after_the_exercises
+    from labkit.workshop.learner_folder import DOCS_AFTER_THE_EXERCISES, deliver_docs_after_the_exercises
 
     delivered = deliver_docs_after_the_exercises()
     names = " and ".join(f"docs/{doc}" for doc in DOCS_AFTER_THE_EXERCISES)

@@ -15,15 +15,13 @@ that cannot be written costs a one-line note, never a check.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from labkit.workshop.feedback import is_triton_kernel, python_function
+from labkit.workshop.feedback import is_triton_kernel
 
 ANSWERS_ENV = "LABKIT_ANSWERS"
 DEFAULT_FOLDER = "my_answers"
@@ -69,18 +67,6 @@ def answers_folder() -> Path | None:
 def variant_of(fn: Callable) -> str:
     """'triton' for a @triton.jit function, else 'torch'."""
     return "triton" if is_triton_kernel(fn) else "torch"
-
-
-def learner_source(fn: Callable) -> str | None:
-    """The source of the learner's function (a kernel's Python function); None where it cannot be read.
-
-    Functions defined in a notebook cell are found through IPython's cache of cell sources.
-    """
-    try:
-        return textwrap.dedent(inspect.getsource(python_function(fn) or fn))
-    except (OSError, TypeError):
-        src = getattr(fn, "src", None)  # a Triton kernel keeps the text it was compiled from
-        return textwrap.dedent(src) if isinstance(src, str) else None
 
 
 def keep(answer: Answer) -> str | None:

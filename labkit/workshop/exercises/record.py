@@ -17,9 +17,7 @@ Notebook 07's cells of exercise ``x`` carry the ids ``x-task`` (where the exerci
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class Exercise:
     topic: str  # what the exercise is about, in a few words
     upstream: str  # where its part of the fix lives in vLLM
     versions: tuple[Version, ...]
-    checker: str  # "module:function" of its checker; notebook 07 calls it as ex.<function>
+    checker: str  # "module:function" of its checker (labkit.workshop.exercises.checks); 07 calls ex.<function>
     minutes: int  # planned in the agendas (labkit.workshop.editions.agenda)
     agenda_notebook: str  # the notebook whose slot of the agenda the exercise is done in
     compare_notebook: str  # the notebook (after 07) that shows the kit's code beside the learner's
@@ -93,11 +91,6 @@ class Exercise:
             if version.kind == kind:
                 return version
         raise KeyError(f"exercise ({self.letter}) has no {kind!r} version")
-
-    def check(self) -> Callable:
-        """The checker itself (imported on first use: the checkers import this module)."""
-        module, _, name = self.checker.partition(":")
-        return getattr(importlib.import_module(module), name)
 
 
 NOTEBOOK = "07_exercises.ipynb"  # the exercises' notebook, in notebooks/

@@ -18,10 +18,10 @@ import html
 from dataclasses import dataclass
 
 from labkit.workshop.exercises import record
-from labkit.workshop.exercises.kept_code import Answer, keep, learner_source, saved_answer, variant_of
+from labkit.workshop.exercises.kept_code import Answer, keep, saved_answer, variant_of
 from labkit.workshop.exercises.kit_code import FixSource, pr_fix
 from labkit.workshop.exercises.starting_code import not_attempted_message, starting_code_of
-from labkit.workshop.feedback import CheckResult, Shown, Text, resolve
+from labkit.workshop.feedback import CheckResult, Shown, Text, learner_source, resolve
 from labkit.workshop.harness.launches import triton_kernels_run
 
 _CELL = "padding:4px 8px;vertical-align:top;text-align:left;border-top:1px solid #ddd;width:50%"

@@ -134,7 +134,7 @@ def unsigned_compares(fn) -> list[str]:
     import ast
     import textwrap
 
-    from labkit.workshop.exercises.kept_code import learner_source
+    from labkit.workshop.feedback import learner_source
 
     source = learner_source(fn)
     try:

@@ -75,8 +75,7 @@ def not_attempted_message(ex: str, name: str) -> str:
 
 def starting_code_of(fn: Callable) -> str | None:
     """The name of the exercise function `fn` is the starting code of, or None."""
-    from labkit.workshop.exercises.kept_code import learner_source
-    from labkit.workshop.feedback import python_function
+    from labkit.workshop.feedback import learner_source, python_function
 
     inner = python_function(fn) or fn
     name = getattr(inner, "__name__", None)

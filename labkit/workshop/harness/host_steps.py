@@ -32,6 +32,7 @@ from labkit.workshop.feedback import (
     explain_exception,
     fmt,
     join,
+    learner_source,
     not_yet,
     resolve,
     solved,
@@ -282,7 +283,6 @@ def rebound_arguments(fn: Callable | None) -> list[str]:
     import ast
     import textwrap
 
-    from labkit.workshop.exercises.kept_code import learner_source
 
     source = learner_source(fn) if fn is not None else None
     try:
