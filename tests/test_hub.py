@@ -1,7 +1,7 @@
 """A room on one server, for real: `python -m labkit hub start` with 2 learners on this machine.
 
 Real JupyterHub, real configurable-http-proxy (Node's where Node is, as in CI), real system users,
-real HTTP and the kernels' websockets (labkit.classroom.client), real Chromium. Each learner logs in
+real HTTP and the kernels' websockets (labkit_room.client), real Chromium. Each learner logs in
 through the login form, starts their server, and runs notebook 00's cells from their own student
 edition in their own kernel, one of them after allocating past the room's memory limit; then the
 learners' isolation from each other is checked against the running hub, each as the attack it
@@ -12,7 +12,7 @@ who ends their own server to listen on its port, a process that re-forks every m
 the room closes. The room is closed with Ctrl-C (SIGINT) as an instructor would.
 
 Teardown even on failure: the room fixture's finalizer stops the hub process and then removes,
-by the room's mark, any user it left (labkit.classroom.accounts refuses users without that mark). Needs
+by the room's mark, any user it left (labkit_room.accounts refuses users without that mark). Needs
 root (it creates system users); without root it skips, saying so.
 """
 
@@ -34,23 +34,23 @@ import pytest
 if os.geteuid() != 0:
     pytest.skip("the hub test creates system users (one per learner) and needs root; CI runs it as root",
                 allow_module_level=True)
-pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip install -e '.[hub]')")
+pytest.importorskip("jupyterhub", reason="the room is not installed (pip install -e room/)")
 
 import warnings  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
 from other_user import command_lines, pids_ever, secrets_seen  # noqa: E402
 
-from labkit.classroom import (  # noqa: E402
+import neighbour  # noqa: E402  (room/bench/, on the tests' path: pyproject.toml)
+from labkit_room import (  # noqa: E402
     accounts,
     groups,
     learner_server,
-    neighbour,
     room,
     runtime,
     sandbox,
 )
-from labkit.classroom.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
+from labkit_room.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
 
 # The learners' servers run as other users: they must reach the kit's packages. A checkout under a
 # closed folder (/root is mode 0700) cannot be served to them; the hub refuses it with this reason.
@@ -69,8 +69,8 @@ if sandbox.hidden_by_private_folders(ROOT) and not sandbox.can_mount():
 # add a server, a kernel and a user to start and remove, and check nothing the two do not.
 LEARNERS = 2
 # The smallest per-process limit a room allows with this machine's torch build
-# (labkit.classroom.room.MIN_MEMORY_GIB, set from what a kernel was measured to need:
-# labkit/data/hub/kernel_memory.json), and the learner's memory that gives it.
+# (labkit_room.room.MIN_MEMORY_GIB, set from what a kernel was measured to need:
+# room/labkit_room/data/kernel_memory.json), and the learner's memory that gives it.
 MEMORY_GIB = room.min_memory_gib()
 MEMORY = f"{MEMORY_GIB + room.SERVER_ALLOWANCE_GIB:g}G"
 DISK = "256M"
@@ -623,7 +623,7 @@ def _timed_notebook_00(person: Learner) -> tuple[float, list]:
 
 def check_a_noisy_neighbour_leaves_the_other_learner_working(hub, learners):
     """B runs notebook 00 in an idle room, then again while A runs busy processes, fills memory past
-    A's cap, fills /dev/shm and the home, and forks until refused (labkit.classroom.neighbour). B
+    A's cap, fills /dev/shm and the home, and forks until refused (neighbour). B
     meets no failure; each of A's attempts stopped at A's own limit. B's time against the idle run
     is printed (the room's bench records it: python -m labkit hub bench --neighbour), not asserted:
     this machine's 2 cores are shared with other work."""

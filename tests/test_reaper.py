@@ -1,4 +1,4 @@
-"""The reaper a learner's server runs under (labkit/classroom/reaper.py): it hands the server the
+"""The reaper a learner's server runs under (room/labkit_room/reaper.py): it hands the server the
 hub's signals and its exit code back, and it reads the status of every orphan the learner leaves,
 whatever the box's first process does with orphans."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REAPER = Path(__file__).resolve().parents[1] / "labkit" / "classroom" / "reaper.py"
+REAPER = Path(__file__).resolve().parents[1] / "room" / "labkit_room" / "reaper.py"
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux's")
 
 

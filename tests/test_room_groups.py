@@ -1,4 +1,4 @@
-"""A control group per learner (labkit.classroom.groups): the writer against stand-in hierarchies in
+"""A control group per learner (labkit_room.groups): the writer against stand-in hierarchies in
 a temporary folder (v2 and v1, as this box's kernel would lay them out), which of them `detect`
 picks from a mount table, and then against this box's own hierarchy, whichever it mounts: a cap
 that ends a process past it, a task count that refuses a fork, a freeze and kill that catch a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.classroom import groups
+from labkit_room import groups
 
 LIMITS = groups.GroupLimits(memory_bytes=3 * 2**30, tasks=256)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from other_user import pids_ever
 
-from labkit.classroom import accounts, enforcement, groups, learner_server, room, sandbox
+from labkit_room import accounts, enforcement, groups, learner_server, room, sandbox
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="makes mounts or users: needs root (CI runs as root)")
 _MOUNTS = sandbox.can_mount() if os.geteuid() == 0 else "not root"
@@ -33,7 +33,7 @@ def test_a_servers_shared_folders_are_its_learners_own(tmp_path):
     home.mkdir()
     sandbox.make_private_folders(home, 0, 0)
     name = f"labkit-private-{os.getpid()}"
-    code = (f"from labkit.classroom import sandbox; from pathlib import Path\n"
+    code = (f"from labkit_room import sandbox; from pathlib import Path\n"
             f"sandbox.enter_private_folders(Path({str(home)!r}))\n"
             f"for shared in ('/tmp', '/var/tmp', '/dev/shm'):\n"
             f"    Path(shared, {name!r}).write_text('mine')\n"
@@ -209,7 +209,7 @@ def test_a_rooms_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
     network, as where user namespaces are refused, with ipc channels, as the room starts them."""
     from jupyter_client.manager import KernelManager
 
-    from labkit.classroom import runtime
+    from labkit_room import runtime
 
     monkeypatch.setenv("JUPYTER_PATH", str(runtime.room_kernel_spec(tmp_path, sys.executable)))
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
@@ -243,7 +243,7 @@ def test_a_rooms_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
 ])
 def test_bad_room_settings_are_one_line_and_exit_2(monkeypatch, capsys, args, words):
     from labkit.__main__ import main
-    from labkit.classroom import control
+    from labkit_room import control
 
     def started(*_args, **_kwargs):
         raise AssertionError("the room went on to start")
@@ -268,7 +268,7 @@ def test_subdomains_give_each_learner_an_origin_and_lock_the_hubs_cookies(tmp_pa
     assert one_origin.JupyterHub.tornado_settings["xsrf_cookie_kwargs"] == {"httponly": True}
     assert one_origin.JupyterHub.tornado_settings["headers"]["Cross-Origin-Opener-Policy"] == "same-origin"
     # The server under the kit's reaper, each Python reading nothing of the learner's (-P -s).
-    python, reaper = one_origin.Spawner.cmd[0], Path(__file__).resolve().parents[1] / "labkit/classroom/reaper.py"
+    python, reaper = one_origin.Spawner.cmd[0], Path(__file__).resolve().parents[1] / "room/labkit_room/reaper.py"
     assert one_origin.Spawner.cmd == [python, "-P", "-s", str(reaper), "--",
                                       python, "-P", "-s", "-m", "jupyterhub.singleuser"]
     assert "--ServerApp.terminals_enabled=False" in one_origin.Spawner.args

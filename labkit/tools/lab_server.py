@@ -14,12 +14,12 @@ The patch answers those calls on a dropped connection quietly (no subprotocol, n
 disconnect) and leaves every live connection to jupyter_server's own code. It is a Jupyter server
 extension, enabled where the kit starts or configures a server::
 
-    jupyter lab --ServerApp.jpserver_extensions="{'labkit.classroom.lab_server': True}"
+    jupyter lab --ServerApp.jpserver_extensions="{'labkit.tools.lab_server': True}"
 """
 
 from __future__ import annotations
 
-EXTENSION = "labkit.classroom.lab_server"
+EXTENSION = "labkit.tools.lab_server"
 CLI_FLAG = f"--ServerApp.jpserver_extensions={{'{EXTENSION}': True}}"
 DROPPED_LINE = "a kernel websocket was closed by the browser before it opened (a reload): nothing to do"
 

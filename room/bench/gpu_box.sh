@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # The hub's benchmark on the GPU box (one H200, no network, no Node, no Jupyter packages).
 #
-# 1. Here, on a machine with PyPI: fetch the wheels labkit/classroom/deploy/gpu-box-wheels.txt lists
+# 1. Here, on a machine with PyPI: fetch the wheels room/bench/gpu-box-wheels.txt lists
 #    (Python 3.12, x86-64) into .whl/ (gitignored; the device carries it beside the tree, 64 MiB in all):
-#        bash labkit/classroom/gpu_box.sh download
+#        bash room/bench/gpu_box.sh download
 # 2. There, one device call per line (each within the device's 10 minutes), carry [".whl"]:
-#        bash labkit/classroom/gpu_box.sh run 1,10
-#        bash labkit/classroom/gpu_box.sh run 30
+#        bash room/bench/gpu_box.sh run 1,10
+#        bash room/bench/gpu_box.sh run 30
 #    Each call installs the wheels into /opt/labkit-site, runs `python -m labkit hub bench` (each room size
 #    cold, then warm: hub start --warm) as root with the
 #    Python port of the proxy (no Node there) and merges its room sizes into
-#    labkit/data/hub/h200.json, which it also copies to $OUT: put the returned file at that path
+#    room/labkit_room/data/h200.json, which it also copies to $OUT: put the returned file at that path
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.
 #    The room's limits there (cgroup v2, the GPU share) and what one hostile learner costs another,
 #    one call each:
-#        bash labkit/classroom/gpu_box.sh test        # tests/test_room_groups.py and tests/test_hub.py
-#        bash labkit/classroom/gpu_box.sh neighbour   # hub bench --neighbour: labkit/data/hub/neighbour_h200.json
+#        bash room/bench/gpu_box.sh test        # tests/test_room_groups.py and tests/test_hub.py
+#        bash room/bench/gpu_box.sh neighbour   # hub bench --neighbour: room/labkit_room/data/neighbour_h200.json
 # 3. Back here: python -m labkit docs --write renders the records into docs/INSTRUCTOR_GUIDE.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
@@ -26,7 +26,7 @@ PLATFORMS="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 case "${1:-}" in
 download)
     rm -rf .whl && mkdir .whl
-    grep -v '^#' labkit/classroom/deploy/gpu-box-wheels.txt | sed 's/ *#.*//' > .whl/requirements.txt
+    grep -v '^#' room/bench/gpu-box-wheels.txt | sed 's/ *#.*//' > .whl/requirements.txt
     # shellcheck disable=SC2086
     ${PYTHON:-python3} -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
         --python-version 3.12 --implementation cp $PLATFORMS -d .whl -r .whl/requirements.txt
@@ -43,14 +43,14 @@ run|test|neighbour)
         rm -rf /opt/labkit-checkout && cp -a . /opt/labkit-checkout && cd /opt/labkit-checkout ;; esac
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/labkit-site \
         .whl/*.whl
-    export PYTHONPATH=/opt/labkit-site
+    export PYTHONPATH=/opt/labkit-site:$PWD/room  # the wheels, and the room's package from this tree
     python3 -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
     case "$1" in
     run)
         sizes="${2:?give the room sizes, e.g. run 1,10}"
         python3 -m labkit hub bench --learners "$sizes" --proxy python --memory 3G --record --merge \
             --shared-note "the GPU box, nothing else running"
-        if [ -n "${OUT:-}" ]; then cp labkit/data/hub/h200.json "$OUT/"; fi ;;
+        if [ -n "${OUT:-}" ]; then cp room/labkit_room/data/h200.json "$OUT/"; fi ;;
     test)  # -p no:cacheprovider: the tree's copy may be read-only; the browser check says it needs Chromium
         python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/test_room_groups.py tests/test_hub.py ;;
     neighbour)

@@ -12,16 +12,16 @@ allocator's peak) and whether every learner saw the corruption under the buggy g
 
     sudo .venv/bin/python -m labkit hub bench --learners 1,4,8 [--record]
 
---record writes labkit/data/hub/cpu.json (labkit/data/hub/h200.json on a GPU) with
+--record writes room/labkit_room/data/cpu.json (room/labkit_room/data/h200.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
 
     sudo .venv/bin/python -m labkit hub bench --neighbour [--record]
 
 measures instead what one hostile learner costs another: in a room of two, learner B runs
 notebook 00 in an idle room, then again while learner A runs busy processes, fills memory past
-A's cap, fills /dev/shm and A's home and forks until refused (:mod:`labkit.classroom.neighbour`);
+A's cap, fills /dev/shm and A's home and forks until refused (room/bench/neighbour.py);
 it prints B's times and their ratio, what each of A's attempts was allowed, and which limits the box
-enforced. --record writes labkit/data/hub/neighbour_cpu.json (neighbour_h200.json on a GPU).
+enforced. --record writes room/labkit_room/data/neighbour_cpu.json (neighbour_h200.json on a GPU).
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import workload
 from labkit import paths
-from labkit.classroom import room, workload
-from labkit.classroom.accounts import pids_of
 from labkit.errors import LabkitInputError
+from labkit_room import room
+from labkit_room.accounts import pids_of
 
 if TYPE_CHECKING:
-    from labkit.classroom.client import Learner
+    from labkit_room.client import Learner
 
 PROG = "python -m labkit hub bench"
 
@@ -108,8 +109,8 @@ def _loadavg() -> list[float]:
 def bench(n: int, extra: list[str], start: str = "cold") -> dict:
     """A room of `n`, every learner running at once from a barrier: `start` cold (each learner's server
     and kernel start when they sit down) or warm (the room started both when it opened)."""
-    # The hub extra's HTTP and websocket clients: imported where a room runs, so --help needs neither.
-    from labkit.classroom.client import Learner, RoomProcess
+    # The room's HTTP and websocket clients: imported where a room runs, so --help needs neither.
+    from labkit_room.client import Learner, RoomProcess
 
     with tempfile.TemporaryDirectory(prefix="labkit-bench-hub-") as tmp:
         os.chmod(tmp, 0o700)
@@ -161,7 +162,7 @@ def bench(n: int, extra: list[str], start: str = "cold") -> dict:
 def _notebook_00_seconds(person: Learner) -> tuple[float, list[str]]:
     """B's notebook 00 in a new kernel of theirs, from the kernel's start to the last cell's end."""
     folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
-    from labkit.classroom.client import notebook_cells
+    from labkit_room.client import notebook_cells
 
     cells = notebook_cells(folder / room.START_NOTEBOOK)
     t0 = time.monotonic()
@@ -172,9 +173,10 @@ def _notebook_00_seconds(person: Learner) -> tuple[float, list[str]]:
 
 def neighbour_bench(extra: list[str], repeats: int) -> dict:
     """B's notebook 00, `repeats` times in an idle room of two and `repeats` times beside A's
-    neighbour (labkit.classroom.neighbour); what A got, and what the box enforced."""
-    from labkit.classroom import groups, neighbour
-    from labkit.classroom.client import Learner, RoomProcess
+    neighbour (room/bench/neighbour.py); what A got, and what the box enforced."""
+    import neighbour
+    from labkit_room import groups
+    from labkit_room.client import Learner, RoomProcess
 
     with tempfile.TemporaryDirectory(prefix="labkit-bench-neighbour-") as tmp:
         os.chmod(tmp, 0o700)
@@ -239,8 +241,9 @@ def _write_neighbour_record(args, argv: list[str], extra: list[str], result: dic
     import torch
 
     from labkit import records
+    from labkit_room import record
 
-    path = records.ROOM_NEIGHBOUR_GPU if torch.cuda.is_available() else records.ROOM_NEIGHBOUR_CPU
+    path = record.ROOM_NEIGHBOUR_GPU if torch.cuda.is_available() else record.ROOM_NEIGHBOUR_CPU
     records.write(path, {"provenance": _provenance(args, argv, extra), **result})
     if os.environ.get("OUT"):  # a GPU box run from elsewhere: what is under $OUT comes back
         shutil.copy(path, Path(os.environ["OUT"]) / path.name)
@@ -250,10 +253,10 @@ def _write_neighbour_record(args, argv: list[str], extra: list[str], result: dic
 def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> None:
     import torch
 
-    from labkit import records
+    from labkit_room import record
 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
-    path = records.ROOM_GPU if kind == "gpu" else records.ROOM_CPU
+    path = record.ROOM_GPU if kind == "gpu" else record.ROOM_CPU
     if args.merge and path.exists():
         measured = {(row["learners"], row["start"]) for row in rows}
         rows = sorted([r for r in json.loads(path.read_text())["rooms"]
@@ -272,7 +275,7 @@ def main(argv: list[str]) -> int:
                         help="cold (servers and kernels start when the learners sit down), warm (hub start --warm "
                              "started them before), or both (default cold,warm)")
     parser.add_argument("--record", action="store_true",
-                        help="write the record (labkit/data/hub/cpu.json or h200.json)")
+                        help="write the record (room/labkit_room/data/cpu.json or h200.json)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
     parser.add_argument("--merge", action="store_true",

@@ -1,18 +1,18 @@
 """The smallest memory limit a room may set, as measured: one learner's work (notebooks 00 and 01,
-then 01's repro; :mod:`labkit.classroom.workload`) run in one kernel-like process under RLIMIT_DATA, the
-limit the room's spawner sets (:mod:`labkit.classroom.spawner`), bisected to the smallest that passes.
+then 01's repro; room/bench/workload.py) run in one kernel-like process under RLIMIT_DATA, the
+limit the room's spawner sets (:mod:`labkit_room.spawner`), bisected to the smallest that passes.
 
 Why a measure and not a guess: what a kernel needs depends on the torch build far more than on
 the kit: the CUDA build of torch holds several times the data segment of the CPU build, so one
 floor for both either wastes a laptop-sized server or refuses every kernel on the GPU box (the
 record holds both). And numpy's OpenBLAS reserves buffers per thread: the room sets
-``OPENBLAS_NUM_THREADS=1`` (:func:`labkit.classroom.room.math_threads_env`), and this measure runs with
+``OPENBLAS_NUM_THREADS=1`` (:func:`labkit_room.room.math_threads_env`), and this measure runs with
 the room's thread settings, and once with the threads left alone to show what that saves.
 
     python -m labkit hub kernel-memory            # print the figures for this machine
-    python -m labkit hub kernel-memory --record   # and write labkit/data/hub/kernel_memory.json
+    python -m labkit hub kernel-memory --record   # and write room/labkit_room/data/kernel_memory.json
 
-The record holds one entry per torch build ("cpu", "cuda"); :data:`labkit.classroom.room.MIN_MEMORY_GIB`
+The record holds one entry per torch build ("cpu", "cuda"); :data:`labkit_room.room.MIN_MEMORY_GIB`
 names each build's floor and a test checks the record's needs sit under it with room to spare.
 """
 
@@ -29,13 +29,14 @@ import sys
 import time
 from pathlib import Path
 
-from labkit import paths, records
-from labkit.classroom import workload
-from labkit.classroom.limits import GPU_SHARE_ENV
-from labkit.classroom.room import math_threads_env, torch_build
+import workload
+from labkit import paths
+from labkit_room.limits import GPU_SHARE_ENV
+from labkit_room.record import KERNEL_MEMORY
+from labkit_room.room import math_threads_env, torch_build
 
 PROG = "python -m labkit hub kernel-memory"
-RECORD = records.KERNEL_MEMORY
+RECORD = KERNEL_MEMORY
 MIB = 2**20
 RESOLUTION_MIB = 16
 # The share of the GPU a kernel gets in a room of three (what the record was measured with).
@@ -132,7 +133,7 @@ def measure(say=print) -> dict:
         say(f"    needs {rows[-1]['smallest_limit_mib']} MiB (sampled peak {rows[-1]['peak_vmdata_mib']} MiB)")
     alone = run_once(cells, {**thread_env(None), **GPU_SHARE}, None)
     entry = {"build": build, "threads": rows, "threads_left_alone_peak_vmdata_mib": round(alone["peak_vmdata"] / MIB),
-             "workload": [*workload.NOTEBOOKS, "01's repro (labkit.classroom.workload.REPRO)"],
+             "workload": [*workload.NOTEBOOKS, "01's repro (workload.REPRO)"],
              "gpu_memory_fraction": float(GPU_SHARE[GPU_SHARE_ENV]), "provenance": _provenance()}
     say(f"  threads left alone ({cores}): sampled peak {entry['threads_left_alone_peak_vmdata_mib']} MiB")
     return entry

@@ -3,14 +3,14 @@ starves a shared box -- busy processes, processes that fill memory past the lear
 that fill /dev/shm and the home, forks until refused -- then holds its busy processes while
 another learner works, and ends them all.
 
-    python -m labkit.classroom.neighbour --out SUMMARY.json --stop STOPFILE [--busy 6] [--hold-s 600]
+    python room/bench/neighbour.py --out SUMMARY.json --stop STOPFILE [--busy 6] [--hold-s 600]
 
 It writes SUMMARY.json twice: once everything is running (``"holding": true``), so the measure of
 the other learner can begin, and once it has ended what it started. Every number in it is what
 the box answered, not what was asked: how many forks it got, how each memory process ended, how
 many bytes /dev/shm and the home took before they refused. tests/test_hub.py asserts the room's
 limits from them; ``python -m labkit hub bench --neighbour`` records them beside the other
-learner's times (:mod:`labkit.classroom.bench`).
+learner's times (room/bench/hub_bench.py).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def run(out: Path, stop: Path, busy: int, hold_s: float, disk_limit: int) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.classroom.neighbour", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python room/bench/neighbour.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="the summary's JSON file")
     parser.add_argument("--stop", required=True, help="a file whose appearance ends the run")
     parser.add_argument("--busy", type=int, default=6, help="busy processes (default %(default)s)")
@@ -177,9 +177,11 @@ def wait_for(out: Path, pid: int, key: str, timeout_s: float) -> dict:
 
 
 def start_cell(out: str, stop: str, busy: int = 6) -> str:
-    """The cell a learner's kernel runs to start the neighbour in the background."""
-    return (f"import subprocess, sys\n_neighbour = subprocess.Popen([sys.executable, '-m', "
-            f"'labkit.classroom.neighbour', '--out', {out!r}, '--stop', {stop!r}, '--busy', '{busy}'], "
+    """The cell a learner's kernel runs to start the neighbour in the background: this file's own
+    source, passed with -c (no installed package holds it, and the learner need not read the checkout)."""
+    source = Path(__file__).read_text()
+    return (f"import subprocess, sys\n_neighbour = subprocess.Popen([sys.executable, '-c', {source!r}, "
+            f"'--out', {out!r}, '--stop', {stop!r}, '--busy', '{busy}'], "
             "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)\nprint(_neighbour.pid)")
 
 

@@ -1,8 +1,8 @@
 """What one learner runs when the room is measured: notebook 00, notebook 01, then 01's repro as
 ``python -m labkit repro`` runs it, printing one JSON line.
 
-Two measurements run it: :mod:`labkit.classroom.bench` in each learner's kernel over a real hub (how many
-learners one box holds), and :mod:`labkit.classroom.kernel_memory` in one process under a data limit
+Two measurements run it: room/bench/hub_bench.py in each learner's kernel over a real hub (how many
+learners one box holds), and room/bench/kernel_memory.py in one process under a data limit
 (the smallest memory limit a room may set).
 """
 
@@ -32,8 +32,8 @@ print({REPRO_MARK!r} + json.dumps({{
 def cells(folder: Path) -> list[str]:
     """The code cells a learner runs from `folder` (their own edition, whose notebooks carry the
     learner's names, or notebooks/), then the repro."""
-    from labkit.classroom.client import notebook_cells
     from labkit.workshop.editions.student import learner_name
+    from labkit_room.client import notebook_cells
 
     folder = Path(folder)
     paths = [folder / learner_name(name) if (folder / learner_name(name)).is_file() else folder / name

@@ -17,6 +17,10 @@ JupyterLab and fresh student edition (``python -m labkit hub start``; docs/INSTR
     learner_server  what a learner's server sends (a sandbox on all but JupyterLab's page) and guards
     proxy           configurable-http-proxy: Node's where there is Node, else its Python port
     control         start and stop a room; jupyterhub_config.py is the configuration it starts JupyterHub with
-    client          a learner's side over HTTP: log in, start the server, run cells in a kernel (tests, bench)
-    neighbour       a hostile learner, for the room's tests and bench
+    client          a learner's side over HTTP: log in, start the server, run cells in a kernel (the warm start,
+                    the tests, the bench)
+
+Its own distribution (room/pyproject.toml), beside the lesson: ``pip install labkit`` installs none of
+it. The instruments that measure and attack a room (the bench, a hostile learner) are in room/bench/,
+in no distribution.
 """

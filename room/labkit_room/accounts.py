@@ -14,7 +14,7 @@ every process of theirs in one sweep (:func:`kill_all_of`) and removes what they
 folders (:func:`remove_owned`) before the account goes.
 
 Passwords are generated per learner and kept only as salted scrypt hashes in a root-only file that
-the hub's authenticator reads (:mod:`labkit.classroom.auth`, which makes and checks them).
+the hub's authenticator reads (:mod:`labkit_room.auth`, which makes and checks them).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.classroom import sandbox
-from labkit.classroom.room import is_learner_name
+from labkit_room import sandbox
+from labkit_room.room import is_learner_name
 
 HOME_ROOT = Path("/home")
 LOGIN_DEFS = Path("/etc/login.defs")
@@ -121,7 +121,7 @@ def free_id(taken: set[int]) -> int:
 def create_learner(name: str, room_id: str, uid: int, disk_bytes: int | None = None) -> Account:
     """A new system user `name` with id `uid`, a group of the same id, and a home of mode 0700,
     marked as this room's. With `disk_bytes` the home is a tmpfs of that size
-    (:func:`labkit.classroom.sandbox.mount_home`); either way it holds the learner's private
+    (:func:`labkit_room.sandbox.mount_home`); either way it holds the learner's private
     copies of the shared folders."""
     if not is_learner_name(name):
         raise AccountError(f"refusing to create {name!r}: not a learner name of this kit")

@@ -3,12 +3,12 @@ for them, checked against a root-only table of salted hashes.
 
 JupyterHub's DummyAuthenticator would let anyone log in as anyone (one shared password, or none),
 and PAM would need a system password per learner; a room needs neither. The table is written by
-``python -m labkit hub start`` (:mod:`labkit.classroom.control`), or for a room on Kubernetes by
+``python -m labkit hub start`` (:mod:`labkit_room.control`), or for a room on Kubernetes by
 ``python -m labkit hub logins`` into a Secret, mode 0600, and holds no password in the clear;
 failed logins are logged with the user name only.
 
 This file imports nothing of the kit, on purpose: the Kubernetes values mount this very file into
-the chart's hub image, which holds JupyterHub and not the kit (:func:`labkit.classroom.room.z2jh_values`).
+the chart's hub image, which holds JupyterHub and not the kit (:func:`labkit_room.room.z2jh_values`).
 """
 
 from __future__ import annotations

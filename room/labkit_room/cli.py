@@ -1,31 +1,35 @@
 """``python -m labkit hub start | stop | values | bench | kernel-memory``: the instructor's commands
 for a room on one server.
 
-Parsing only here (it imports no JupyterHub, so ``python -m labkit hub --help`` works without the
-``hub`` extra); :mod:`labkit.classroom.control` does the work, and ``bench`` and ``kernel-memory``
-are :mod:`labkit.classroom.bench`'s and :mod:`labkit.classroom.kernel_memory`'s own commands.
+Parsing only here (it imports no JupyterHub, so ``python -m labkit hub --help`` works without
+JupyterHub installed); :mod:`labkit_room.control` does the work, and ``bench`` and ``kernel-memory``
+are the own commands of room/bench/hub_bench.py and room/bench/kernel_memory.py: instruments that
+run from a checkout, never installed.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
-from labkit import paths
 from labkit.errors import LabkitInputError
 
-DEPLOY = paths.PACKAGE / "classroom" / "deploy"
+# The room's folder of the checkout (room/): the Kubernetes files and the instruments beside the package.
+ROOM = Path(__file__).resolve().parents[1]
+DEPLOY = ROOM / "deploy"
+BENCH = ROOM / "bench"
 VALUES_FILE = DEPLOY / "z2jh-values.yaml"
 TIME_SLICING_FILE = DEPLOY / "nvidia-time-slicing.yaml"
 # The measures behind the room's figures, as root: hub verb -> (its module, with its own main(argv); what it measures).
 MEASURES = {
-    "bench": ("labkit.classroom.bench", "how many learners one box holds: N learners run notebooks 00 and 01 at once"),
-    "kernel-memory": ("labkit.classroom.kernel_memory", "the smallest memory limit one learner's kernel needs"),
+    "bench": ("hub_bench", "how many learners one box holds: N learners run notebooks 00 and 01 at once"),
+    "kernel-memory": ("kernel_memory", "the smallest memory limit one learner's kernel needs"),
 }
 
 
 def add_arguments(hub) -> None:
-    from labkit.classroom import room
+    from labkit_room import room
 
     hub.description = ("A JupyterHub for a room on this server: one system user, one JupyterLab and one fresh "
                        "student edition per learner, opened on notebook 00. docs/INSTRUCTOR_GUIDE.md, 'One shared "
@@ -64,7 +68,7 @@ def add_arguments(hub) -> None:
     start.add_argument("--state", default=None, help="the room's root-only state folder (default build/hub)")
     start.add_argument("--warm", action="store_true",
                        help="once the hub is open, start every learner's server and a kernel on notebook 00 with "
-                            "the kit imported, so first outputs need no start (labkit/classroom/warm.py)")
+                            "the kit imported, so first outputs need no start (room/labkit_room/warm.py)")
     start.add_argument("--session-start", default=None, metavar="HH:MM",
                        help="today's local time the session starts: idle servers are culled from then on, not "
                             "before (a room warmed early keeps its servers until the learners arrive)")
@@ -76,7 +80,7 @@ def add_arguments(hub) -> None:
     logins.add_argument("--out", required=True, help="a new folder for passwords.json (hashes) and credentials.txt")
     values = verbs.add_parser("values", help="the Zero to JupyterHub (Kubernetes) values for the same room")
     values.add_argument("--write", action="store_true",
-                        help=f"write them to {DEPLOY.relative_to(paths.REPO)}/ (z2jh-values.yaml, "
+                        help="write them to room/deploy/ (z2jh-values.yaml, "
                              "nvidia-time-slicing.yaml)")
     for name, (_, summary) in MEASURES.items():  # each parses its own arguments (hub bench --help)
         verbs.add_parser(name, help=summary, add_help=False).set_defaults(passed_on=[])
@@ -109,10 +113,14 @@ def session_start(text: str | None, now: float | None = None) -> float | None:
 
 
 def run(args) -> int:
-    from labkit.classroom import control
+    from labkit_room import control
 
     if args.hub_command in MEASURES:
         module, _ = MEASURES[args.hub_command]
+        if not (BENCH / f"{module}.py").is_file():
+            raise LabkitInputError(f"hub {args.hub_command} runs from a checkout of the kit: its instruments "
+                                   f"(room/bench/) are not installed, and {BENCH} has none")
+        sys.path.insert(0, str(BENCH))  # the instruments import one another as modules of that folder
         return importlib.import_module(module).main(args.passed_on)
     try:
         if args.hub_command == "start":
@@ -147,12 +155,12 @@ def run(args) -> int:
 
 VALUES_HEADER = """\
 # Zero to JupyterHub (https://z2jh.jupyter.org) values for a room past one server, rendered from
-# labkit/classroom/room.py by `python -m labkit hub values --write` (tests/test_hub_values.py checks that
+# room/labkit_room/room.py by `python -m labkit hub values --write` (tests/test_hub_values.py checks that
 # this file is that rendering): the same start notebook, per-learner limits and idle culling as the
 # one-box hub (`python -m labkit hub start`).
 #
 # Who logs in: the learners listed under allowed_users and the instructor (admin), each with the
-# password the room generated, checked by the room's own authenticator (labkit/classroom/auth.py,
+# password the room generated, checked by the room's own authenticator (room/labkit_room/auth.py,
 # mounted below; never the chart's default DummyAuthenticator, which takes any password). Before
 # `helm upgrade`, make the logins and their Secret, and hand out credentials.txt:
 #   python -m labkit hub logins --learners {learners} --out room-logins
@@ -164,12 +172,12 @@ VALUES_HEADER = """\
 # The server in the image is repo2docker's own jupyterhub-singleuser: check that its major version is
 # the chart's JupyterHub's (docker run --rm {image} jupyterhub-singleuser --version) before the room.
 # One GPU per node, shared by time-slicing: install NVIDIA's device plugin with
-# labkit/classroom/deploy/nvidia-time-slicing.yaml, which advertises each GPU as {replicas}
+# room/deploy/nvidia-time-slicing.yaml, which advertises each GPU as {replicas}
 # `nvidia.com/gpu` replicas, so {replicas} learners' servers (one replica each) share a node's GPU;
 # each kernel holds itself to its share of the GPU's memory (LABKIT_GPU_MEMORY_FRACTION).
 # Time-slicing shares the GPU's time, not its memory: the share is what keeps one learner from taking
 # it all.
-#   helm upgrade --install room jupyterhub/jupyterhub --values labkit/classroom/deploy/z2jh-values.yaml
+#   helm upgrade --install room jupyterhub/jupyterhub --values room/deploy/z2jh-values.yaml
 """
 
 
@@ -188,7 +196,7 @@ def _literal_dumper():
 def render_values() -> str:
     import yaml
 
-    from labkit.classroom import room
+    from labkit_room import room
 
     values = room.z2jh_values()
     header = VALUES_HEADER.format(image=f"{room.IMAGE_NAME}:{room.IMAGE_TAG}", replicas=room.Z2JH_LEARNERS_PER_GPU,
@@ -198,12 +206,12 @@ def render_values() -> str:
 
 
 TIME_SLICING_HEADER = """\
-# NVIDIA's device plugin (GPU operator) configuration for labkit/classroom/deploy/z2jh-values.yaml:
+# NVIDIA's device plugin (GPU operator) configuration for room/deploy/z2jh-values.yaml:
 # each GPU is advertised as {replicas} replicas of nvidia.com/gpu, one per learner's server, sharing its
 # time.
-# Rendered from labkit/classroom/room.py by `python -m labkit hub values --write`. Apply it, then point the
+# Rendered from room/labkit_room/room.py by `python -m labkit hub values --write`. Apply it, then point the
 # operator at it:
-#   kubectl apply -f labkit/classroom/deploy/nvidia-time-slicing.yaml
+#   kubectl apply -f room/deploy/nvidia-time-slicing.yaml
 #   kubectl patch clusterpolicies.nvidia.com/cluster-policy -n gpu-operator --type merge \\
 #     -p '{{"spec": {{"devicePlugin": {{"config": {{"name": "labkit-time-slicing", "default": "any"}}}}}}}}'
 """
@@ -212,7 +220,7 @@ TIME_SLICING_HEADER = """\
 def render_time_slicing() -> str:
     import yaml
 
-    from labkit.classroom import room
+    from labkit_room import room
 
     return (TIME_SLICING_HEADER.format(replicas=room.Z2JH_LEARNERS_PER_GPU)
             + yaml.dump(room.time_slicing_config(), Dumper=_literal_dumper(), sort_keys=False,

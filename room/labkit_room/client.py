@@ -42,7 +42,7 @@ class RoomProcess:
     Ctrl-C (SIGINT). The instructor's side of tests/test_hub.py and `python -m labkit hub bench`."""
 
     def __init__(self, state: Path, learners: int, *extra: str, cwd: Path | None = None):
-        from labkit.classroom.room import ADMIN_USER
+        from labkit_room.room import ADMIN_USER
 
         self.admin = ADMIN_USER
         self.state = Path(state)

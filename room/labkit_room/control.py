@@ -1,17 +1,17 @@
 """Start a room's hub, and stop it leaving nothing behind: ``python -m labkit hub start|stop``.
 
 ``start`` (as root) asks the box which limits it can enforce and prints them, one line each
-(:mod:`labkit.classroom.enforcement`); creates one system user per learner, with an id that owns
-nothing on the box, a control group (:mod:`labkit.classroom.groups`) and a fresh student edition
+(:mod:`labkit_room.enforcement`); creates one system user per learner, with an id that owns
+nothing on the box, a control group (:mod:`labkit_room.groups`) and a fresh student edition
 in their home; writes the room's secrets into a root-only state folder (mode 0700: passwords as
 hashes, the hub's database, cookie secret and log; each learner's server log beside them); starts
-JupyterHub with the room's configuration (:mod:`labkit.classroom.jupyterhub_config`) and prints
+JupyterHub with the room's configuration (:mod:`labkit_room.jupyterhub_config`) and prints
 each learner's login and the instructor's to this terminal only (and into ``credentials.txt`` in
 the state folder, mode 0600). It then waits: Ctrl-C, SIGTERM or ``hub stop`` from another terminal
 tears the room down -- the hub stops every learner's server and its proxy, each learner's group is
 frozen and killed whole, every process left of their uid is killed in one sweep, what they own in
 the shared folders is removed, and so are the users, their homes and their groups. A user is
-removed only if it carries this room's mark (:mod:`labkit.classroom.accounts`).
+removed only if it carries this room's mark (:mod:`labkit_room.accounts`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import paths
-from labkit.classroom import accounts, enforcement, groups, kernel, room, runtime, sandbox
 from labkit.errors import LabkitInputError
+from labkit_room import accounts, enforcement, groups, kernel, room, runtime, sandbox
 
 KIT_ROOT = paths.REPO
 DEFAULT_STATE = KIT_ROOT / "build" / "hub"
@@ -167,7 +167,7 @@ def write_logins(learners: int, out: Path) -> str:
     """A room's logins without a room on this box (for Kubernetes): `out`/passwords.json, the hashes
     the room's authenticator reads (the Secret), and `out`/credentials.txt, what to hand out; both
     readable by their owner alone. Returns where they went."""
-    from labkit.classroom import auth
+    from labkit_room import auth
 
     names = [room.ADMIN_USER, *room.learner_names(learners)]
     out = Path(out)
@@ -189,18 +189,18 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
           tls_key: str | None = None, warm: bool = False, session_start: float | None = None) -> Room:
     """Start a room and (foreground) wait until it is stopped, then tear it down. Returns the Room.
     `warm`: once the hub is open, start every learner's server and a kernel on notebook 00
-    (labkit.classroom.warm); `session_start` (Unix time): cull idle servers from then on."""
+    (labkit_room.warm); `session_start` (Unix time): cull idle servers from then on."""
     _require_root("start")
     if warm and subdomains:
         raise HubError("--warm reaches each learner's server under the hub's own address; with --subdomains each "
                        "has its own name: warm such a room by logging in, or leave --warm out")
     try:
-        import jupyterhub  # noqa: F401  (a clear message below if the hub extra is missing)
+        import jupyterhub  # noqa: F401  (a clear message below if it is missing)
         import jupyterhub_idle_culler  # noqa: F401
     except ImportError as err:
         raise ImportError(str(err), name=err.name) from err
-    from labkit.classroom import auth
-    from labkit.classroom.proxy import proxy_command
+    from labkit_room import auth
+    from labkit_room.proxy import proxy_command
 
     names = room.learner_names(learners)
     limits = room.limits_for(learners, memory=memory, gpu_share=gpu_share, idle_timeout_s=idle_timeout_s,
@@ -338,7 +338,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             _say(f"idle servers are culled from {time.strftime('%H:%M', time.localtime(session_start))}, the "
                  "session's start, on")
         if warm:
-            from labkit.classroom import warm as warming
+            from labkit_room import warm as warming
 
             warming.warm_room(bind_url, spec["warmer_token"], names, log=_say)
         if not foreground:

@@ -10,7 +10,7 @@ Run as a script by the hub (a managed service: JUPYTERHUB_API_URL and JUPYTERHUB
 from the hub), never imported by the kit; it needs the standard library alone (importing the kit
 would import torch)::
 
-    python .../labkit/classroom/culler.py --not-before EPOCH -- --timeout=1800 --cull-every=300
+    python .../room/labkit_room/culler.py --not-before EPOCH -- --timeout=1800 --cull-every=300
 """
 
 from __future__ import annotations

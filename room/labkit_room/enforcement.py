@@ -13,8 +13,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from labkit.classroom import groups
-from labkit.classroom.room import Limits
+from labkit_room import groups
+from labkit_room.room import Limits
 
 NOBODY = 65534  # an unprivileged uid for the probes: what a learner's process may do here
 
@@ -38,7 +38,7 @@ def _gib(n: int) -> str:
 
 def kernel_network_refusal(python: str) -> str:
     """'' if an unprivileged process here may make a user and network namespace (what each kernel
-    does, :mod:`labkit.classroom.kernel`), else why not. Asked of `python` run as nobody."""
+    does, :mod:`labkit_room.kernel`), else why not. Asked of `python` run as nobody."""
     probe = ("import ctypes, ctypes.util, os, sys\n"
              "libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)\n"
              "sys.exit(0 if libc.unshare(0x10000000 | 0x40000000) == 0 else os.strerror(ctypes.get_errno()))\n")

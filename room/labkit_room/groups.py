@@ -6,7 +6,7 @@ Why groups and not rlimits alone: an rlimit holds one process (RLIMIT_DATA does 
 shared mappings), so a learner with three processes or a file in ``/dev/shm`` holds three times
 their memory; a group counts every page the learner's processes charge, whoever maps them, and
 its process count and CPU share hold however many processes the learner starts. The rlimits
-stay underneath (:mod:`labkit.classroom.sandbox`): a single allocation past the per-process limit
+stay underneath (:mod:`labkit_room.sandbox`): a single allocation past the per-process limit
 is a MemoryError the learner can read, before the group's cap answers with the kernel's OOM killer.
 
 Which groups, by what the box has (:func:`detect`):

@@ -1,13 +1,14 @@
-# JupyterHub's configuration for a room on one server, loaded by `jupyterhub -f` (labkit.classroom.control
+# JupyterHub's configuration for a room on one server, loaded by `jupyterhub -f` (labkit_room.control
 # starts it so). Everything room-specific comes from the room file the control writes (LABKIT_HUB_ROOM,
-# root-only); the names, start notebook and limits come from labkit.classroom.room, the one place the
+# root-only); the names, start notebook and limits come from labkit_room.room, the one place the
 # Kubernetes values are rendered from too.
 import json
 import os
 from pathlib import Path
 
-from labkit.classroom import culler, lab_server, learner_server, reaper, runtime
-from labkit.classroom import room as _room
+from labkit.tools import lab_server
+from labkit_room import culler, learner_server, reaper, runtime
+from labkit_room import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
 _spec = json.loads(Path(os.environ["LABKIT_HUB_ROOM"]).read_text())
@@ -48,7 +49,7 @@ c.JupyterHub.cookie_secret_file = str(_state / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(_state / "jupyterhub.pid")
 
 # Who logs in: the learners and the instructor, each with their own generated password.
-c.JupyterHub.authenticator_class = "labkit.classroom.auth.RoomAuthenticator"
+c.JupyterHub.authenticator_class = "labkit_room.auth.RoomAuthenticator"
 c.RoomAuthenticator.table_file = str(_state / "passwords.json")
 c.Authenticator.allowed_users = set(_spec["learners"])
 c.Authenticator.admin_users = {_room.ADMIN_USER}
@@ -58,8 +59,8 @@ c.JupyterHub.allow_named_servers = False
 # group, own temporary folders, rlimits), on notebook 00 of their folder. The server's Python reads
 # nothing of the learner's: no module from the current folder or user site-packages (-P -s), no
 # configuration, extension or kernel spec from the home (disable_user_config).
-c.JupyterHub.spawner_class = "labkit.classroom.spawner.RoomSpawner"
-# The server runs under the kit's reaper (labkit/classroom/reaper.py), which reads the exit status
+c.JupyterHub.spawner_class = "labkit_room.spawner.RoomSpawner"
+# The server runs under the kit's reaper (room/labkit_room/reaper.py), which reads the exit status
 # of every orphan the learner leaves: the box's first process may not, and unread ones fill the
 # learner's process limit.
 c.Spawner.cmd = [_spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, str(Path(reaper.__file__)), "--",
@@ -80,7 +81,7 @@ c.Spawner.environment = {**_spec["learner_env"], **_limits.env()}
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
 # Kernels talk to their server over unix sockets in the learner's own runtime folder (mode 0700),
-# not over loopback TCP ports that any user of the box could connect to. labkit.classroom.lab_server: a socket
+# not over loopback TCP ports that any user of the box could connect to. labkit.tools.lab_server: a socket
 # a browser drops during its handshake leaves no traceback in the learner's log. learner_server: every
 # response but JupyterLab's page sandboxed, the server out of its kernels' reach. No terminal: a shell
 # would run on the server's own network, where a learner could take the server's port; no extension
@@ -95,7 +96,7 @@ if _spec.get("lab", True):
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
 # checked every quarter of it, but at least every 5 minutes and at most every 2 s (a test's 10 s).
 # With a session start (a room warmed before it), culling starts then, and idleness counts from then
-# (labkit/classroom/culler.py: it waits, marks the running servers active, and becomes the culler).
+# (room/labkit_room/culler.py: it waits, marks the running servers active, and becomes the culler).
 c.JupyterHub.services = [{
     "name": "idle-culler",
     "command": [_spec["hub_python"], str(Path(culler.__file__)), "--not-before", str(_spec.get("session_start", 0)),
@@ -107,7 +108,7 @@ c.JupyterHub.load_roles = [{
     "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers", "users:activity"],
     "services": ["idle-culler"],
 }]
-# The room's own warm-up (hub start --warm, labkit/classroom/warm.py): a token only the room's root-only
+# The room's own warm-up (hub start --warm, room/labkit_room/warm.py): a token only the room's root-only
 # state holds, whose role starts the learners' servers and reaches them, and no one else's.
 if _spec.get("warmer_token"):
     c.JupyterHub.services.append({"name": "warmer", "api_token": _spec["warmer_token"]})

@@ -1,9 +1,9 @@
 """A learner's kernel in a room: its own network, its sockets closed to others, the room's limits;
 then IPython's kernel as usual.
 
-The room's kernel spec (:func:`labkit.classroom.runtime.room_kernel_spec`, found first on the
+The room's kernel spec (:func:`labkit_room.runtime.room_kernel_spec`, found first on the
 learners' ``JUPYTER_PATH`` under the name ``python3``) starts every learner's kernel as
-``python -m labkit.classroom.kernel -f CONNECTION_FILE``. Before the first cell runs:
+``python -m labkit_room.kernel -f CONNECTION_FILE``. Before the first cell runs:
 
 * **its own network** (:func:`own_network`): the kernel moves into a user and network namespace
   of its own, the same user inside, with a loopback nobody else reaches and no other interface.
@@ -17,9 +17,9 @@ learners' ``JUPYTER_PATH`` under the name ``python3``) starts every learner's ke
   what arrives before reading it whole; here it listens on a unix socket in the learner's runtime
   folder (mode 0700) instead, whatever the network.
 * **before its server in the OOM killer's order**: the kernel raises its oom_score_adj
-  (:data:`labkit.classroom.sandbox.KERNEL_OOM_SCORE_ADJ`), and what it starts inherits it, so when the
+  (:data:`labkit_room.sandbox.KERNEL_OOM_SCORE_ADJ`), and what it starts inherits it, so when the
   learner's group is full a kernel or its children end, not the server that holds their session.
-* **the room's limits** (:mod:`labkit.classroom.limits`): the GPU share, both limits in
+* **the room's limits** (:mod:`labkit_room.limits`): the GPU share, both limits in
   ``labkit.describe()``, a memory error explained under its traceback.
 
 That ``python -m`` line is the kernel spec's, never typed by anyone: the kit's commands are
@@ -67,7 +67,7 @@ def own_network(argv: list[str]) -> str:
     with open("/proc/self/gid_map", "w") as fh:
         fh.write(f"{gid} {gid} 1")
     _loopback_up()
-    os.execv(sys.executable, [sys.executable, "-m", "labkit.classroom.kernel", *argv])
+    os.execv(sys.executable, [sys.executable, "-m", "labkit_room.kernel", *argv])
     return "execv returned"  # not reached
 
 
@@ -124,7 +124,7 @@ def pipe_in_private_folder() -> None:
 
 
 def before_the_server_in_oom_order() -> None:
-    from labkit.classroom.sandbox import KERNEL_OOM_SCORE_ADJ
+    from labkit_room.sandbox import KERNEL_OOM_SCORE_ADJ
 
     try:
         with open("/proc/self/oom_score_adj", "w") as fh:
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     from ipykernel.kernelapp import IPKernelApp
 
     from labkit import backends
-    from labkit.classroom import limits
+    from labkit_room import limits
 
     limits.apply()
     limits.note_network(network or network_state())

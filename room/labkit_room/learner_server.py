@@ -11,22 +11,22 @@ security overview asks two things of such a room, and this module holds the serv
   renders without script and without the origin's cookies or storage. JupyterLab's own page
   (:data:`LAB_PAGE_POLICY`) keeps its scripts and origin, which it needs, but may not be framed
   and may not open windows, so it cannot reach into a page of the hub. (The hub's pages forbid
-  framing too and cut off any window that opens them; :mod:`labkit.classroom.jupyterhub_config`.)
+  framing too and cut off any window that opens them; :mod:`labkit_room.jupyterhub_config`.)
   Learner-writable places the server would serve as JupyterLab's own code, the extension and
   configuration folders of the home, are off (JupyterHub's ``Spawner.disable_user_config``).
 * **The learner cannot change their server.** Its code, configuration and environment are the
   room's; it runs with the learner's id, so nothing stops a learner's kernel from signalling it,
   but the server makes itself non-dumpable here, so no process of the learner may trace it, read
   its memory or its environment, and the kernels run on a network of their own
-  (:mod:`labkit.classroom.kernel`), so none can listen on the server's port in its place.
+  (:mod:`labkit_room.kernel`), so none can listen on the server's port in its place.
 
-Enabled with ``--ServerApp.jpserver_extensions={'labkit.classroom.learner_server': True}`` in the
+Enabled with ``--ServerApp.jpserver_extensions={'labkit_room.learner_server': True}`` in the
 room's spawner arguments.
 """
 
 from __future__ import annotations
 
-EXTENSION = "labkit.classroom.learner_server"
+EXTENSION = "labkit_room.learner_server"
 
 # A sandbox with no allow-*: no script, an origin of its own (so no cookie, storage or DOM of the
 # hub's), no form, no window. Framing it is harmless then, and JupyterLab frames some files (PDFs).

@@ -1,6 +1,6 @@
 """The limits a shared server puts on a learner's kernel, applied when the kernel starts.
 
-On one server for a room (``python -m labkit hub``, :mod:`labkit.classroom`) every learner's kernel
+On one server for a room (``python -m labkit hub``, :mod:`labkit_room`) every learner's kernel
 runs beside 29 others, so the hub hands each learner's server its limits through its
 environment, and the kit reads them here:
 
@@ -11,12 +11,12 @@ environment, and the kit reads them here:
                                  to it, so it binds only a learner who leaves it be
     MEM_LIMIT                    the learner's memory in bytes, all their processes together
                                  (JupyterHub's own variable for Spawner.mem_limit): the cap of
-                                 their control group, where the box has one (labkit.classroom.groups)
+                                 their control group, where the box has one (labkit_room.groups)
     LABKIT_PROCESS_MEMORY_LIMIT  each process's data limit in bytes (RLIMIT_DATA), under MEM_LIMIT:
                                  one large allocation past it is a MemoryError with a line of
                                  explanation, before the group's cap ends a process
 
-The room's kernels start through :mod:`labkit.classroom.kernel`, which calls :func:`apply` (the
+The room's kernels start through :mod:`labkit_room.kernel`, which calls :func:`apply` (the
 GPU share), adds :func:`describe` to ``labkit.describe()`` and installs :func:`install_messages`
 (one line under a memory error's traceback, saying which limit was hit and that the room is
 fine). Nothing else imports this module: outside a room no kernel starts that way, and
@@ -65,7 +65,7 @@ def process_memory_limit() -> int | None:
 
 
 def note_network(line: str) -> None:
-    """Whose network this kernel runs on, for :func:`describe` (labkit.classroom.kernel says it)."""
+    """Whose network this kernel runs on, for :func:`describe` (labkit_room.kernel says it)."""
     _applied["network"] = line
 
 

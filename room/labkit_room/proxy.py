@@ -54,7 +54,7 @@ def proxy_command(choice: str = "auto") -> tuple[list[str], str]:
         return [str(path)], f"configurable-http-proxy {NODE_PROXY_VERSION} (Node, {path})"
     if importlib.util.find_spec("configurable_http_proxy") is None:
         raise RuntimeError("no proxy: this box has no Node, and the Python port of configurable-http-proxy is not "
-                           "installed (pip install 'labkit[hub]')")
+                           "installed (pip install -e room/ brings it)")
     from importlib.metadata import version
 
     cmd = [sys.executable, "-c", "import sys; from configurable_http_proxy.cli import main; sys.exit(main())"]

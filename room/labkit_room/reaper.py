@@ -13,7 +13,7 @@ learner's orphans come here and are read at once, whatever the box's first proce
 Run as a script, not as ``-m labkit...``: it imports nothing but the standard library (importing the
 kit would import torch in every server's parent). Usage (the hub's ``Spawner.cmd``)::
 
-    python -P -s .../labkit/classroom/reaper.py -- python -P -s -m jupyterhub.singleuser
+    python -P -s .../room/labkit_room/reaper.py -- python -P -s -m jupyterhub.singleuser
 """
 
 from __future__ import annotations

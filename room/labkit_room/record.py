@@ -3,10 +3,10 @@ docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->``, ``<!-- gpu:hub-room 
 ``<!-- cpu:hub-neighbour -->`` and ``<!-- gpu:hub-neighbour -->`` markers (labkit.docgen.blocks;
 tests/test_taught_numbers.py ties each block to its record).
 
-    labkit/data/hub/cpu.json             this repository's CPU machine, N = 1, 4, 8
-    labkit/data/hub/h200.json            the H200 box, N = 1, 10, 30 (labkit/classroom/gpu_box.sh)
-    labkit/data/hub/neighbour_cpu.json   a learner beside a hostile one (hub bench --neighbour), CPU machine
-    labkit/data/hub/neighbour_h200.json  the same on the H200 box
+    room/labkit_room/data/cpu.json             this repository's CPU machine, N = 1, 4, 8
+    room/labkit_room/data/h200.json            the H200 box, N = 1, 10, 30 (room/bench/gpu_box.sh)
+    room/labkit_room/data/neighbour_cpu.json   a learner beside a hostile one (hub bench --neighbour), CPU machine
+    room/labkit_room/data/neighbour_h200.json  the same on the H200 box
 
 (Not in labkit/data/gpu/: every file there is a record of ``python -m labkit gpu``.)
 """
@@ -14,11 +14,16 @@ tests/test_taught_numbers.py ties each block to its record).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from labkit import records
+DATA = Path(__file__).resolve().parent / "data"
+ROOM_CPU = DATA / "cpu.json"  # rooms on this CPU machine
+ROOM_GPU = DATA / "h200.json"  # rooms on the H200 box
+KERNEL_MEMORY = DATA / "kernel_memory.json"  # one kernel's memory, per torch build
+ROOM_NEIGHBOUR_CPU = DATA / "neighbour_cpu.json"  # a learner beside a hostile one, CPU machine
+ROOM_NEIGHBOUR_GPU = DATA / "neighbour_h200.json"  # the same on the H200 box
 
-RECORDS = {"cpu": records.ROOM_CPU, "gpu": records.ROOM_GPU,
-           "neighbour-cpu": records.ROOM_NEIGHBOUR_CPU, "neighbour-gpu": records.ROOM_NEIGHBOUR_GPU}
+RECORDS = {"cpu": ROOM_CPU, "gpu": ROOM_GPU, "neighbour-cpu": ROOM_NEIGHBOUR_CPU, "neighbour-gpu": ROOM_NEIGHBOUR_GPU}
 
 
 def load(kind: str) -> dict | None:
@@ -99,7 +104,7 @@ def render_cpu() -> str:
 def render_gpu() -> str:
     record = load("gpu")
     if record is None:
-        return ("Not measured on the H200 yet: `labkit/classroom/gpu_box.sh` says what to carry to the box and runs "
+        return ("Not measured on the H200 yet: `room/bench/gpu_box.sh` says what to carry to the box and runs "
                 "N = 1, 10 and 30 there; `python -m labkit docs --write` then renders the figures here.")
     rows = [r for r in record["rooms"] if not r["errors"]]
     best = max(rows, key=lambda r: r["learners"]) if rows else None
@@ -116,7 +121,7 @@ def render_neighbour(kind: str) -> str:
     record = load(f"neighbour-{kind}")
     where = "this repository's CPU machine" if kind == "cpu" else "the H200 box"
     if record is None:
-        how = ("`labkit/classroom/gpu_box.sh neighbour` runs it there" if kind == "gpu"
+        how = ("`room/bench/gpu_box.sh neighbour` runs it there" if kind == "gpu"
                else "`sudo .venv/bin/python -m labkit hub bench --neighbour --record`")
         return f"Not measured on {where} yet: {how}, then `python -m labkit docs --write`."
     prov, a = record["provenance"], record["neighbour"]

@@ -1,9 +1,9 @@
 """What a room on one server is: the one place its names, start notebook and per-learner limits
 are written.
 
-Both ways of running a room read this module: the one-box hub (:mod:`labkit.classroom.control`, a
+Both ways of running a room read this module: the one-box hub (:mod:`labkit_room.control`, a
 JupyterHub on this machine) and the Kubernetes chart values for a room past one box
-(:func:`z2jh_values`, shipped as ``labkit/classroom/deploy/z2jh-values.yaml``; a test checks that the
+(:func:`z2jh_values`, shipped as ``room/deploy/z2jh-values.yaml``; a test checks that the
 shipped file is this module's rendering). Change a limit here and both follow.
 """
 
@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from labkit import __version__
-from labkit.classroom.limits import GPU_SHARE_ENV, PROCESS_MEMORY_ENV
 from labkit.errors import LabkitInputError
 from labkit.workshop.editions.secrecy import STUDENT_PATH
 from labkit.workshop.editions.student import learner_name
+from labkit_room.limits import GPU_SHARE_ENV, PROCESS_MEMORY_ENV
 
 # What each learner opens: their own folder in their home (labkit.workshop.editions.student.build_learner_folder),
 # JupyterLab on the first notebook of the student path, 00, under its learner's name.
@@ -53,8 +53,8 @@ DEFAULT_DISK_GIB = 1.0
 # few subprocesses fit many times over; a fork loop stops here.
 DEFAULT_TASKS = 256
 # The smallest limit a room may set, per torch build: what one kernel needs for notebooks 00 and
-# 01 and the repro, measured under the spawner's own limit (labkit/data/hub/kernel_memory.json,
-# written by labkit.classroom.kernel_memory), with room to spare. The CUDA build of torch alone holds
+# 01 and the repro, measured under the spawner's own limit (room/labkit_room/data/kernel_memory.json,
+# written by room/bench/kernel_memory.py), with room to spare. The CUDA build of torch alone holds
 # more than 1 GiB of data segment once imported, where the CPU build holds a few hundred MiB.
 MIN_MEMORY_GIB = {"cpu": 1.0, "cuda": 2.0}
 # Idle servers are stopped after this long without activity; a coffee break keeps its servers.
@@ -113,7 +113,7 @@ def math_threads_env(threads: int) -> dict[str, str]:
 
     torch's threads (OpenMP, MKL) get the kernel's share: 30 kernels of a thread per core would
     fight over the cores anyway. numpy's OpenBLAS gets one thread: it reserves buffers per thread
-    (labkit/data/hub/kernel_memory.json: a kernel with the threads left alone holds far more), and
+    (room/labkit_room/data/kernel_memory.json: a kernel with the threads left alone holds far more), and
     the kit's numpy work is small."""
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
 
@@ -206,7 +206,7 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
         raise LabkitInputError(
             f"{given} leaves each learner {chosen / 2**30:.2f} GiB, {max(per_process, 0) / 2**30:.2f} GiB per "
             f"process once their server's {SERVER_ALLOWANCE_GIB:g} GiB is set aside; with the {build} build of "
-            f"torch a kernel needs at least {floor:g} GiB (labkit/data/hub/kernel_memory.json): a larger "
+            f"torch a kernel needs at least {floor:g} GiB (room/labkit_room/data/kernel_memory.json): a larger "
             "--memory, fewer learners, or a bigger box")
     disk_bytes = parse_memory(disk, "--disk") if disk else min(int(DEFAULT_DISK_GIB * 2**30), chosen // 4)
     if disk_bytes > chosen // 2:
@@ -226,9 +226,9 @@ def limits_for(learners: int, *, memory: str | None = None, gpu_share: float | N
 
 # -- past one box: Zero to JupyterHub on Kubernetes -----------------------------------------------
 
-# One GPU per node, time-sliced this many ways (labkit/classroom/deploy/nvidia-time-slicing.yaml).
+# One GPU per node, time-sliced this many ways (room/deploy/nvidia-time-slicing.yaml).
 Z2JH_LEARNERS_PER_GPU = 30
-# Who logs in past one box: the room's own authenticator, the very file labkit/classroom/auth.py
+# Who logs in past one box: the room's own authenticator, the very file room/labkit_room/auth.py
 # mounted into the hub's configuration folder (the chart's jupyterhub_config.py puts that folder on
 # sys.path), checking a Secret of password hashes that `python -m labkit hub logins` writes. The
 # chart's default is DummyAuthenticator: any name, any password, the instructor's included.

@@ -10,7 +10,7 @@ was installed with. JupyterLab's assets and server configuration are found throu
 JUPYTER_PATH and JUPYTER_CONFIG_PATH (:func:`jupyter_env`), since that environment's own prefix
 holds none.
 
-The kit itself reaches the learners as a copy of the ``labkit`` package alone
+The kit itself reaches the learners as a copy of the ``labkit`` and ``labkit_room`` packages alone
 (:func:`kit_copy`): their kernels import the same code as the hub, and the instructor edition
 of the notebooks beside it in the repository is not on their path.
 """
@@ -28,6 +28,7 @@ import sysconfig
 from pathlib import Path
 
 import labkit
+import labkit_room
 from labkit import paths
 
 # How the room starts Python in a learner's name (their server, their kernels): the current folder
@@ -108,7 +109,7 @@ def has_lab() -> bool:
 
 def room_kernel_spec(runtime: Path, python: str) -> Path:
     """The kernel spec every learner's kernel starts from: ``python3``, run as
-    ``python -m labkit.classroom.kernel`` (the room's limits first). Returns the data folder to put
+    ``python -m labkit_room.kernel`` (the room's limits first). Returns the data folder to put
     first on the learners' JUPYTER_PATH, where Jupyter looks for kernel specs before any other."""
     data = runtime / "jupyter"
     spec = data / "kernels" / "python3"
@@ -117,7 +118,7 @@ def room_kernel_spec(runtime: Path, python: str) -> Path:
         # -P: not the notebook's folder first on sys.path, -s: no user site-packages (and no .pth
         # file of the learner's run before the kernel has its own network): the kernel that starts
         # is the room's, whatever the learner wrote into their home.
-        "argv": [python, *SAFE_PYTHON_FLAGS, "-m", "labkit.classroom.kernel", "-f", "{connection_file}"],
+        "argv": [python, *SAFE_PYTHON_FLAGS, "-m", "labkit_room.kernel", "-f", "{connection_file}"],
         "display_name": "Python 3 (ipykernel)", "language": "python",
         "metadata": {"debugger": True}}, indent=1))
     _open_to_all(data)
@@ -148,10 +149,10 @@ def hub_pythonpath(kit_root: Path) -> list[str]:
 
 
 def kit_copy(runtime: Path) -> Path:
-    """A fresh copy of the ``labkit`` package the hub runs, for the learners' PYTHONPATH, and beside it
-    the student edition of notebook 07: the checkers read each exercise's starting code from that
-    notebook (:mod:`labkit.workshop.exercises.starting_code`), and the student edition holds it
-    without the solutions."""
+    """A fresh copy of the ``labkit`` and ``labkit_room`` packages the hub runs, for the learners'
+    PYTHONPATH, and beside them the student edition of notebook 07: the checkers read each exercise's
+    starting code from that notebook (:mod:`labkit.workshop.exercises.starting_code`), and the student
+    edition holds it without the solutions."""
     import nbformat
 
     from labkit.workshop.editions.student import student_notebook
@@ -159,8 +160,9 @@ def kit_copy(runtime: Path) -> Path:
 
     target = runtime / "kit"
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(Path(labkit.__file__).parent, target / "labkit",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in (labkit, labkit_room):  # the kit, and the room's kernel and server extension
+        shutil.copytree(Path(package.__file__).parent, target / package.__name__,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     (target / "notebooks").mkdir()
     nbformat.write(student_notebook(nbformat.read(paths.NOTEBOOKS / NOTEBOOK, as_version=4)),
                    target / "notebooks" / NOTEBOOK)

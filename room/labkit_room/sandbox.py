@@ -2,7 +2,7 @@
 forks: its control group, private temporary folders, its rlimits; then the spawner becomes the
 learner. Every process the learner starts later descends from that server and inherits all three.
 
-    group            the learner's control group (:mod:`labkit.classroom.groups`): one memory cap
+    group            the learner's control group (:mod:`labkit_room.groups`): one memory cap
                      for all their processes and the shared memory they write, one process count,
                      an equal CPU share
     private folders  a mount namespace of the server's own, in which /tmp, /var/tmp, /dev/shm and
@@ -33,14 +33,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.classroom import groups
+from labkit_room import groups
 
 # The shared folders of a Linux box a learner can write to, each replaced by one of their own.
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 # Where their own copies live, under the home (a dot folder: JupyterLab's file browser hides it).
 PRIVATE_ROOT = ".room"
 
-# A kernel's place in the OOM killer's order, against its server's default 0 (labkit.classroom.kernel).
+# A kernel's place in the OOM killer's order, against its server's default 0 (labkit_room.kernel).
 KERNEL_OOM_SCORE_ADJ = 500
 
 _CLONE_NEWNS = 0x00020000

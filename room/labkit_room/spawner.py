@@ -1,5 +1,5 @@
 """The room's spawner: JupyterHub's LocalProcessSpawner, each learner's JupyterLab started as that
-learner's system user, inside the learner's sandbox (:mod:`labkit.classroom.sandbox`): their
+learner's system user, inside the learner's sandbox (:mod:`labkit_room.sandbox`): their
 control group, their own temporary folders, their rlimits.
 
 Memory is held twice, on purpose. The learner's control group caps all their processes and the
@@ -8,7 +8,7 @@ killer: a process ends. Under that cap each process holds an rlimit on its data 
 (RLIMIT_DATA: private writable memory, which is what Python objects, torch tensors and numpy
 arrays take), set before the server starts and inherited by every kernel it starts: one
 allocation past it fails in the learner's own cell with a MemoryError, which
-:mod:`labkit.classroom.limits` explains under the traceback, and the kernel lives on.
+:mod:`labkit_room.limits` explains under the traceback, and the kernel lives on.
 RLIMIT_DATA rather than RLIMIT_AS: the address space of a process that imports torch (and, on a
 GPU, of the CUDA driver's reservations) is many times its memory.
 
@@ -27,8 +27,8 @@ from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
 from traitlets import Bool, Dict, Int, Unicode
 
-from labkit.classroom import accounts, groups, sandbox
-from labkit.classroom.room import is_learner_name
+from labkit_room import accounts, groups, sandbox
+from labkit_room.room import is_learner_name
 
 
 def cache_env(home: str) -> dict[str, str]:
@@ -44,7 +44,7 @@ class RoomSpawner(LocalProcessSpawner):
     """A learner's server as that learner, in their sandbox; its output in their own log."""
 
     room_id = Unicode(help="the room's id: the learners' control groups are named after it").tag(config=True)
-    hierarchy = Dict(help="labkit.classroom.groups.Hierarchy.to_json() of this box").tag(config=True)
+    hierarchy = Dict(help="labkit_room.groups.Hierarchy.to_json() of this box").tag(config=True)
     process_memory = Int(0, help="RLIMIT_DATA of each of a learner's processes, bytes").tag(config=True)
     tasks = Int(0, help="a learner's processes and threads together").tag(config=True)
     disk = Int(0, help="a learner's files, bytes (RLIMIT_FSIZE: no file larger)").tag(config=True)

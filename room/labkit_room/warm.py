@@ -14,7 +14,7 @@ the cores.
 
 The culler would stop a warmed server once it has been idle for the room's timeout; with
 ``--session-start HH:MM`` the room starts culling at the session's start, and first marks every
-server active then (labkit/classroom/culler.py).
+server active then (room/labkit_room/culler.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from labkit.classroom import room
+from labkit_room import room
 
 # What notebook 00's first cell needs and takes longest to load: the kit, and with it torch and the
 # backend choice (Triton's interpreter on a CPU, the GPU's runtime on a GPU).
@@ -49,7 +49,7 @@ def parallel_default() -> int:
 
 def warm_learner(hub_url: str, token: str, name: str, notebook: str = room.START_NOTEBOOK) -> Warmed:
     """Start `name`'s server, open a session on `notebook`, import the kit in its kernel (silently)."""
-    from labkit.classroom.client import HubClientError, Learner
+    from labkit_room.client import HubClientError, Learner
 
     as_room = Learner(hub_url, name, password="")
     as_room.token = token
