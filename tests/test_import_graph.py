@@ -15,10 +15,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "labkit"
 ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+# The room's package (its own distribution, room/): placed in the same table, above the lesson.
+ROOM_PACKAGE = PACKAGE.parent / "room" / "labkit_room"
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -42,7 +44,7 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    paths = {_module_name(p, root): p for root in (PACKAGE, ROOM_PACKAGE) for p in root.rglob("*.py")}
     modules = set(paths)
     return {name: _imports(path, modules) - {name} for name, path in paths.items()}
 
@@ -125,10 +127,13 @@ def test_imports_flow_down_the_layers():
     assert not up, "imports that go up a layer:\n" + "\n".join(up)
 
 
-def test_the_core_never_imports_the_classroom():
+def test_the_lesson_never_imports_the_room():
+    # Only the command line's dispatcher, above the room, names it (python -m labkit hub).
     table, graph = layers(), import_graph()
-    core = [m for m in graph if layer_of(m, table) < table["labkit.classroom"]]
-    assert core and not [m for m in core if any(d.startswith("labkit.classroom") for d in graph[m])]
+    lesson = [m for m in graph if layer_of(m, table) < table["labkit_room"]]
+    assert lesson and all(m == "labkit" or m.startswith("labkit.") for m in lesson)
+    assert "labkit_room.cli" in graph and not [m for m in lesson if any(d.startswith("labkit_room") for d in graph[m])]
+    assert layer_of("labkit.__main__", table) > table["labkit_room"]
 
 
 def test_the_layer_check_finds_an_import_that_goes_up():

@@ -237,7 +237,7 @@ def test_reachability_of_an_index_is_told_apart(tmp_path):
 
 def test_make_passes_the_torch_wheelhouse_and_installer_switches_to_both_set_ups(tmp_path):
     (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")  # make checks WHEELHOUSE holds wheels first
-    for stamp, extras in ((".venv/.installed", "lab,test,browser,hub"), (".venv/.installed-lab", "lab")):
+    for stamp, extras in ((".venv/.installed", "lab,test,browser"), (".venv/.installed-lab", "lab")):
         recipe = _make_dry_run("-W", "pyproject.toml", stamp, "TORCH=cuda", f"WHEELHOUSE={tmp_path}", "INSTALLER=pip")
         assert (f'-m labkit setup install "{extras}" --torch "cuda" --wheelhouse "{tmp_path}" --installer "pip"'
                 in recipe), recipe
