@@ -245,10 +245,11 @@ def test_make_passes_the_torch_wheelhouse_and_installer_switches_to_both_set_ups
         assert f'install "{extras}" --torch "cpu" --wheelhouse "" --installer "auto"' in default
 
 
-def test_make_lab_sets_up_the_lab_extra_alone_and_make_test_every_extra():
-    assert ".venv/.installed-lab" in _make_dry_run("-W", "pyproject.toml", "lab")
-    assert '"lab,test,browser,hub"' not in _make_dry_run("-W", "pyproject.toml", "lab")
-    assert '"lab,test,browser,hub"' in _make_dry_run("-W", "pyproject.toml", "test")
+def test_make_lab_sets_up_the_lab_extra_alone_and_make_test_every_extra_and_the_room():
+    lab, test = _make_dry_run("-W", "pyproject.toml", "lab"), _make_dry_run("-W", "pyproject.toml", "test")
+    assert ".venv/.installed-lab" in lab
+    assert '"lab,test,browser"' not in lab and "--room" not in lab  # the lesson alone
+    assert '"lab,test,browser"' in test and re.search(r'setup install "lab,test,browser" .*--room', test)
 
 
 def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
