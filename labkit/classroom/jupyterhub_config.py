@@ -50,8 +50,10 @@ c.JupyterHub.pid_file = str(_state / "jupyterhub.pid")
 # Who logs in: the learners and the instructor, each with their own generated password.
 c.JupyterHub.authenticator_class = "labkit.classroom.auth.RoomAuthenticator"
 c.RoomAuthenticator.table_file = str(_state / "passwords.json")
-c.Authenticator.allowed_users = set(_spec["learners"])
-c.Authenticator.admin_users = {_room.ADMIN_USER}
+# The instructor is no admin of JupyterHub's: their role (labkit.classroom.room.INSTRUCTOR_ROLE) shows the
+# admin page and starts and stops servers, and never opens one, nor makes anyone admin.
+c.Authenticator.allowed_users = {*_spec["learners"], _room.ADMIN_USER}
+c.Authenticator.admin_users = set()
 c.JupyterHub.allow_named_servers = False
 
 # What each learner gets: their JupyterLab, as their own system user, in their sandbox (control
@@ -86,6 +88,10 @@ c.Spawner.http_timeout = 180
 # would run on the server's own network, where a learner could take the server's port; no extension
 # manager: the server's packages are the room's.
 _extensions = {lab_server.EXTENSION: True, learner_server.EXTENSION: True}
+# The memory gauge (jupyter-resource-usage), enabled by name: where it is installed as a wheel into a
+# folder on PYTHONPATH, its own file that enables it is not on Jupyter's configuration path.
+if runtime.resource_usage_extension():
+    _extensions[runtime.resource_usage_extension()] = True
 c.Spawner.args = ["--KernelManager.transport=ipc", f"--ServerApp.jpserver_extensions={_extensions!r}",
                   "--ServerApp.terminals_enabled=False"]
 if _spec.get("lab", True):
@@ -102,7 +108,7 @@ c.JupyterHub.services = [{
                 "--", f"--timeout={_limits.idle_timeout_s}",
                 f"--cull-every={max(2, min(300, _limits.idle_timeout_s // 4))}"],
 }]
-c.JupyterHub.load_roles = [{
+c.JupyterHub.load_roles = [_room.INSTRUCTOR_ROLE, {
     "name": "idle-culler",
     "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers", "users:activity"],
     "services": ["idle-culler"],

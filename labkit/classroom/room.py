@@ -27,9 +27,22 @@ START_NOTEBOOK = learner_name(STUDENT_PATH[0])
 DEFAULT_URL = f"/lab/tree/{START_NOTEBOOK}"
 
 # Hub user names, which are also the system users' names on one box ("labkit-learner07"). The
-# instructor is the hub's only admin and has no server of their own.
+# instructor runs the room (INSTRUCTOR_ROLE, not JupyterHub's admin) and has no server of their own.
 LEARNER_PREFIX = "labkit-learner"
 ADMIN_USER = "instructor"
+# What the instructor may do on the hub: its admin page, the users and their servers' state, start
+# and stop those servers, and read the services (the culler's timeout). Not JupyterHub's admin role:
+# no access to a learner's server (a learner's notebook would run on the hub's origin in the
+# instructor's browser, with the instructor's powers), no making anyone admin (admin:users), no
+# tokens in another's name.
+INSTRUCTOR_ROLE = {"name": "instructor",
+                   "description": "runs the room: its admin page, the learners' servers started and stopped, "
+                                  "never opened",
+                   "scopes": ["admin-ui", "list:users", "read:users", "admin:servers", "list:services",
+                              "read:services", "read:hub"],
+                   "users": [ADMIN_USER]}
+# Scopes that would let the instructor's browser open a learner's page, or grant a learner the hub.
+INSTRUCTOR_NEVER = ("access:servers", "admin:users", "tokens", "admin:auth_state", "shares")
 MAX_LEARNERS = 99
 # The image binder/ describes, as repo2docker builds it for the chart:
 #   repo2docker --no-run --user-name jovyan --image-name labkit-room:<version> .
