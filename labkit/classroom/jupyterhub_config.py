@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from labkit.classroom import culler, lab_server, learner_server, reaper, runtime
+from labkit.classroom import culler, reaper, runtime
 from labkit.classroom import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -87,16 +87,13 @@ c.Spawner.http_timeout = 180
 # response but JupyterLab's page sandboxed, the server out of its kernels' reach. No terminal: a shell
 # would run on the server's own network, where a learner could take the server's port; no extension
 # manager: the server's packages are the room's.
-_extensions = {lab_server.EXTENSION: True, learner_server.EXTENSION: True}
 # The memory gauge (jupyter-resource-usage), enabled by name: where it is installed as a wheel into a
 # folder on PYTHONPATH, its own file that enables it is not on Jupyter's configuration path.
-if runtime.resource_usage_extension():
-    _extensions[runtime.resource_usage_extension()] = True
-c.Spawner.args = ["--KernelManager.transport=ipc", f"--ServerApp.jpserver_extensions={_extensions!r}",
-                  "--ServerApp.terminals_enabled=False"]
+c.Spawner.args = ["--KernelManager.transport=ipc",
+                  *_room.learner_server_args(*filter(None, [runtime.resource_usage_extension()]),
+                                             lab=_spec.get("lab", True))]
 if _spec.get("lab", True):
-    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                       "--LabApp.extension_manager=readonly"]
+    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
 # checked every quarter of it, but at least every 5 minutes and at most every 2 s (a test's 10 s).
