@@ -273,9 +273,10 @@ def test_subdomains_give_each_learner_an_origin_and_lock_the_hubs_cookies(tmp_pa
     assert one_origin.Spawner.disable_user_config is True
     assert one_origin.JupyterHub.tornado_settings["xsrf_cookie_kwargs"] == {"httponly": True}
     assert one_origin.JupyterHub.tornado_settings["headers"]["Cross-Origin-Opener-Policy"] == "same-origin"
-    # The server under the kit's reaper, each Python reading nothing of the learner's (-P -s).
+    # The server under the kit's reaper, each Python reading nothing of the learner's (-P -s); the reaper,
+    # root, nothing of the environment's nor any site-packages (-I -S).
     python, reaper = one_origin.Spawner.cmd[0], Path(__file__).resolve().parents[1] / "labkit/classroom/reaper.py"
-    assert one_origin.Spawner.cmd == [python, "-P", "-s", str(reaper), "--",
+    assert one_origin.Spawner.cmd == [python, "-I", "-S", str(reaper), "--",
                                       python, "-P", "-s", "-m", "jupyterhub.singleuser"]
     assert "--ServerApp.terminals_enabled=False" in one_origin.Spawner.args
     assert room.addresses("127.0.0.1", 8000) == ("http://127.0.0.1:8000", "http://127.0.0.1:8000")

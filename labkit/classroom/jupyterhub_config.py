@@ -64,7 +64,9 @@ c.JupyterHub.spawner_class = "labkit.classroom.spawner.RoomSpawner"
 # The server runs under the kit's reaper (labkit/classroom/reaper.py), which reads the exit status
 # of every orphan the learner leaves: the box's first process may not, and unread ones fill the
 # learner's process limit.
-c.Spawner.cmd = [_spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, str(Path(reaper.__file__)), "--",
+# The reaper stays root: -I -S, it reads nothing of the environment's and no site-packages (it needs
+# the standard library alone).
+c.Spawner.cmd = [_spec["learner_python"], "-I", "-S", str(Path(reaper.__file__)), "--",
                  _spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, "-m", "jupyterhub.singleuser"]
 c.Spawner.disable_user_config = True
 c.RoomSpawner.room_id = _spec["room_id"]
