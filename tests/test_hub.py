@@ -843,18 +843,42 @@ def check_a_fork_and_exit_load_leaves_the_room_open(hub, learners):
     learner's home)."""
     b = learners[1]
     with b.new_kernel() as kernel:
+        storm = ("import os, random, time\n"
+                 "end, alive = time.monotonic() + 20, 0\n"
+                 "while time.monotonic() < end:\n"
+                 "    if alive >= 24:\n"
+                 "        os.wait(); alive -= 1\n"
+                 "    try:\n"
+                 "        if os.fork() == 0:\n"
+                 "            time.sleep(random.uniform(0.002, 0.01)); os._exit(0)\n"
+                 "        alive += 1\n"
+                 "    except OSError:\n"
+                 "        time.sleep(0.001)\n")
         started = kernel.execute(
             "import subprocess, sys\n"
-            "code = ('import os, time\\nend = time.monotonic() + 20\\n'\n"
-            "        'while time.monotonic() < end:\\n'\n"
-            "        '    try:\\n        pid = os.fork()\\n    except OSError:\\n        continue\\n'\n"
-            "        '    if pid == 0: os._exit(0)\\n    os.waitpid(pid, 0)\\n')\n"
-            "_storm = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(4)]\n")
+            f"_storm = [subprocess.Popen([sys.executable, '-c', {storm!r}]) for _ in range(4)]\n")
         assert started.error is None, started.text()
-    time.sleep(24)
+        # The kernel stays open meanwhile: ipykernel ends its children when it shuts down.
+        uid, seen, deadline = pwd.getpwnam(b.name).pw_uid, set(), time.monotonic() + 22
+        while time.monotonic() < deadline:
+            seen |= pids_ever(uid)
+            time.sleep(0.2)
+    assert len(seen) > 500, f"the load did not run: {len(seen)} pids of B seen"
     assert hub.proc.poll() is None, "".join(hub.output[-20:])
     assert not any("closing the room" in line for line in hub.output), "".join(hub.output[-20:])
     assert all(room_home(p.name).is_dir() for p in learners)
+
+
+def _ipc_of(uids) -> list[str]:
+    """System V IPC objects on the box's table that `uids` own or made, read here from /proc."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        for row in rows:
+            fields = dict(zip(header.split(), row.split(), strict=False))
+            if {int(fields["uid"]), int(fields["cuid"])} & set(uids):
+                found.append(f"{kind} {row.split()[1]}")
+    return found
 
 
 def check_a_learners_ipc_is_their_kernels_own(hub, learners):
@@ -865,7 +889,7 @@ def check_a_learners_ipc_is_their_kernels_own(hub, learners):
         made = kernel.execute("import ctypes\nlibc = ctypes.CDLL(None)\nprint(libc.shmget(0, 4096, 0o1000 | 0o600))")
     assert made.error is None and int(made.text().split()[-1]) >= 0, made.text()
     uid = pwd.getpwnam(a.name).pw_uid
-    assert not [o for o in accounts.sysv_ipc() if uid in o[2:]], "A's segment is in the box's IPC namespace"
+    assert _ipc_of([uid]) == [], "A's segment is in the box's IPC namespace"
 
 
 def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
@@ -899,7 +923,7 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     spec = json.loads((hub.state / "room.json").read_text())  # the learners' Python, which B may run
     ipc = subprocess.run([spec["learner_python"], "-c", _MAKE_IPC], user=uids[1], group=uids[1], extra_groups=[],
                          cwd="/", capture_output=True, text=True, timeout=60, env=spec["learner_env"])
-    assert ipc.returncode == 0 and [o for o in accounts.sysv_ipc() if uids[1] in o[2:]], ipc.stderr
+    assert ipc.returncode == 0 and _ipc_of([uids[1]]), ipc.stderr
     hub.proc.send_signal(signal.SIGINT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any("closing the room" in line for line in hub.output):
@@ -911,7 +935,7 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     assert not any(accounts.exists(p.name) for p in learners)
     assert not any(h.exists() for h in homes)
     assert not any(accounts.pids_of(uid) for uid in uids)
-    assert not [o for o in accounts.sysv_ipc() if set(o[2:]) & set(uids)], "a learner's IPC object outlived the close"
+    assert _ipc_of(uids) == [], "a learner's IPC object outlived the close"
     # Each learner's work, saved before their home went, where the guide says: links and hard links left out.
     room_id = json.loads((hub.state / "state.json").read_text())["room_id"]
     saved = hub.state.with_name(hub.state.name + "-work") / room_id
