@@ -74,11 +74,16 @@ def test_a_kernel_not_in_its_own_namespaces_runs_no_cell_and_each_says_why(tmp_p
         "argv": [sys.executable, "-m", "labkit.classroom.kernel", "-f", "{connection_file}"],
         "display_name": "room kernel, no launcher", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "data"))
+    # The learner's IPython profile: Python the kernel's app would run at its start, off their network.
+    planted = tmp_path / "ran"
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text(f"open({str(planted)!r}, 'w').write('config ran')\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
     manager.start_kernel()
     client = manager.client()
     client.start_channels()
-    planted = tmp_path / "ran"
     try:
         client.wait_for_ready(timeout=120)
         out = []
@@ -87,7 +92,7 @@ def test_a_kernel_not_in_its_own_namespaces_runs_no_cell_and_each_says_why(tmp_p
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
-    assert not planted.exists(), "the refused kernel ran the cell"
+    assert not planted.exists(), planted.read_text()  # neither the cell nor the learner's configuration ran
     assert reply["content"]["status"] == "error"
     lines = "".join(out).strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(kernel.REFUSAL_LINE) and "box's namespaces" in lines[0], lines

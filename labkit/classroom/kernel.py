@@ -164,8 +164,13 @@ def main(argv: list[str] | None = None) -> None:
             first = (str(err).splitlines() or [type(err).__name__])[0]
             why = f"the room's limits could not be applied: {first}"
     if why:
+        import tempfile
+
         print(f"labkit: {os.environ.get('USER', os.getuid())}'s kernel runs nothing: {why}", file=sys.stderr,
               flush=True)
+        # No configuration of the learner's either: IPython's profile (~/.ipython) holds Python that the
+        # kernel's app would run, here on the box's own network. An empty one of this process's instead.
+        os.environ["IPYTHONDIR"] = tempfile.mkdtemp(prefix="labkit-refused-ipython-")
         IPKernelApp.launch_instance(argv=argv, kernel_class=refusing_kernel(why))
         return
     app = IPKernelApp.instance()
