@@ -67,7 +67,8 @@ def test_the_chart_values_match_the_one_box_hub(tmp_path):
     assert f"--image-name {room.IMAGE_NAME}:{room.IMAGE_TAG} ." in build and room.IMAGE_REPO_DIR in build
     # The same start notebook, in the same learner folder.
     assert single["defaultUrl"] == one_box.Spawner.default_url == f"/lab/tree/{room.START_NOTEBOOK}"
-    assert Path(single["notebookDir"]).name == Path(one_box.Spawner.notebook_dir).name == room.LEARNER_FOLDER
+    notebook_dir = values["hub"]["config"]["KubeSpawner"]["notebook_dir"]
+    assert Path(notebook_dir).name == Path(one_box.Spawner.notebook_dir).name == room.LEARNER_FOLDER
     assert room.LEARNER_FOLDER in single["lifecycleHooks"]["postStart"]["exec"]["command"][-1]
     # The same limits: memory, GPU share, idle culling.
     assert _bytes(single["memory"]["limit"]) == one_box.Spawner.mem_limit
@@ -247,9 +248,10 @@ def authenticator_problems(values: dict) -> list[str]:
                    if f.get("mountPath", "").endswith(f"/{room.Z2JH_AUTH_MODULE}.py")]
         if not mounted:
             problems.append(f"{room.Z2JH_AUTH_MODULE} is not mounted into the hub")
-    allowed = (config.get("Authenticator") or {}).get("allowed_users")
-    if sorted(allowed or []) != room.learner_names(len(allowed or [1])):
-        problems.append(f"allowed_users {allowed!r}: the learners, and only them")
+    allowed = sorted((config.get("Authenticator") or {}).get("allowed_users") or [])
+    learners = [name for name in allowed if name != room.ADMIN_USER]
+    if room.ADMIN_USER not in allowed or learners != room.learner_names(len(learners or [1])):
+        problems.append(f"allowed_users {allowed!r}: the learners and the instructor, and only them")
     return problems
 
 
@@ -386,3 +388,74 @@ def test_the_culler_waits_for_the_session_marks_running_servers_active_then_beco
     body = posted[0][1]
     assert set(body["servers"]) == {""} and body["servers"][""]["last_activity"] == body["last_activity"]
     assert execs[0][1:] == ["-m", "jupyterhub_idle_culler", "--timeout=60"]
+
+
+# Every key the values set, as the chart's release room.Z2JH_CHART_VERSION documents it (its
+# values.yaml and schema): a path, or a path whose whole subtree is free-form (hub.config is traitlets
+# configuration, passed to JupyterHub as it is; loadRoles, extraFiles and extraEnv are maps of the
+# operator's names).
+CHART_KEYS = {
+    "hub.config": "free", "hub.loadRoles": "free", "hub.extraFiles": "free", "hub.extraVolumes": "free",
+    "hub.extraVolumeMounts": "free", "singleuser.image.name": "", "singleuser.image.tag": "",
+    "singleuser.defaultUrl": "", "singleuser.memory.limit": "", "singleuser.memory.guarantee": "",
+    "singleuser.cpu.limit": "", "singleuser.cpu.guarantee": "", "singleuser.extraResource.limits": "free",
+    "singleuser.extraEnv": "free", "singleuser.lifecycleHooks": "free", "singleuser.networkPolicy.enabled": "",
+    **{f"singleuser.networkPolicy.egressAllowRules.{rule}": "" for rule in (
+        "cloudMetadataServer", "dnsPortsCloudMetadataServer", "dnsPortsKubeSystemNamespace", "dnsPortsPrivateIPs",
+        "nonPrivateIPs", "privateIPs")},
+    "cull.enabled": "", "cull.timeout": "", "cull.every": "", "scheduling.userScheduler.enabled": "",
+}
+
+
+def undocumented_keys(values: dict, prefix: str = "") -> list[str]:
+    found = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if CHART_KEYS.get(path) == "free" or (path in CHART_KEYS and not isinstance(value, dict)):
+            continue
+        if isinstance(value, dict) and any(k.startswith(path + ".") for k in CHART_KEYS):
+            found += undocumented_keys(value, path + ".")
+        else:
+            found.append(path)
+    return found
+
+
+def test_the_chart_values_name_their_release_and_set_only_keys_it_documents():
+    text = VALUES.read_text()
+    assert f"--version {room.Z2JH_CHART_VERSION}" in text and f"release {room.Z2JH_CHART_VERSION}" in text
+    values = yaml.safe_load(text)
+    assert undocumented_keys(values) == []
+    values["singleuser"]["notebookDir"] = "/home/jovyan"  # not a key of the chart: the check bites
+    assert undocumented_keys(values) == ["singleuser.notebookDir"]
+
+
+def test_the_chart_values_carry_the_one_box_rooms_defences(tmp_path):
+    values = yaml.safe_load(VALUES.read_text())
+    config = values["hub"]["config"]
+    one_box = _one_box_config(tmp_path, room.Z2JH_LEARNERS_PER_GPU)
+    # Nobody is admin; the instructor's role is the one-box room's: the admin page, never a learner's server.
+    assert config["Authenticator"]["admin_users"] == [] == sorted(one_box.Authenticator.admin_users)
+    role = values["hub"]["loadRoles"][room.ADMIN_USER]
+    one_box_role = next(r for r in one_box.JupyterHub.load_roles if r["name"] == room.ADMIN_USER)
+    assert role["scopes"] == one_box_role["scopes"] and role["users"] == [room.ADMIN_USER]
+    assert "admin-ui" in role["scopes"] and not set(role["scopes"]) & set(room.INSTRUCTOR_NEVER)
+    # No user configuration; every page but JupyterLab's sandboxed (the kit's extension); no terminal.
+    spawner = config["KubeSpawner"]
+    assert spawner["disable_user_config"] is True and one_box.Spawner.disable_user_config is True
+    args = " ".join(spawner["args"])
+    assert "'labkit_room.learner_server': True" in args and "--ServerApp.terminals_enabled=False" in args
+    def split(args):  # (the extensions enabled, the other arguments)
+        import ast
+
+        flag = "--ServerApp.jpserver_extensions="
+        extensions = [ast.literal_eval(a[len(flag):]) for a in args if a.startswith(flag)]
+        return set().union(*extensions), {a for a in args if not a.startswith(flag)}
+
+    (chart_extensions, chart_args), (box_extensions, box_args) = split(spawner["args"]), split(one_box.Spawner.args)
+    assert chart_extensions <= box_extensions and chart_args <= box_args, (spawner["args"], one_box.Spawner.args)
+    # A NetworkPolicy: a learner's pod reaches no other pod (private addresses) nor the cloud's metadata.
+    policy = values["singleuser"]["networkPolicy"]
+    assert policy["enabled"] is True
+    rules = policy["egressAllowRules"]
+    assert rules["privateIPs"] is False and rules["cloudMetadataServer"] is False
+    assert rules["dnsPortsPrivateIPs"] is False

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -101,18 +102,25 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
     """The room's kernel spec starts `python -m labkit_room.kernel`: its labkit.describe() names
     the limits and a MemoryError gets the room's line. The same variables in a plain process that
     imports labkit change nothing: the core knows nothing of rooms."""
-    from jupyter_client.manager import start_new_kernel
+    pytest.importorskip("ipykernel", reason="the room's kernel is ipykernel's (the lab extra)")
+    from jupyter_client.manager import KernelManager
 
-    from labkit_room import runtime
+    from labkit_room import kernel_launcher, runtime
 
-    data = runtime.room_kernel_spec(tmp_path, sys.executable)
+    data = runtime.room_kernel_spec(tmp_path, sys.executable, Path(kernel_launcher.__file__))
     spec = json.loads((data / "kernels" / "python3" / "kernel.json").read_text())
-    assert spec["argv"][1:5] == ["-P", "-s", "-m", "labkit_room.kernel"]
+    assert spec["argv"][1:4] == ["-I", "-S", kernel_launcher.__file__]
+    assert spec["argv"][5:10] == [sys.executable, "-P", "-s", "-m", "labkit_room.kernel"]
     monkeypatch.setenv("JUPYTER_PATH", str(data))  # where this process's kernel manager finds the spec
     env = {**os.environ, limits.MEMORY_LIMIT_ENV: str(3 * 2**30), limits.PROCESS_MEMORY_ENV: str(int(2.5 * 2**30)),
            limits.GPU_SHARE_ENV: "0.5"}
-    manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=120)
+    # ipc channels, as the room's: the kernel's loopback is its own.
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
+    manager.start_kernel(env=env)
+    client = manager.client()
+    client.start_channels()
     try:
+        client.wait_for_ready(timeout=120)
         out = []
 
         def printed(message):

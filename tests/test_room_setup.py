@@ -170,6 +170,9 @@ def test_the_set_up_installs_with_uv_and_falls_back_to_pip(monkeypatch, uv_exit,
 def test_what_the_lab_set_up_compiles_first_is_what_this_environment_can_import():
     import importlib.util
 
+    pytest.importorskip("jupyterlab", reason="the lab extra is not installed here (a box that carries the Jupyter "
+                        "server alone): the lab's imports are not this environment's")
+
     missing = [name for name in setup.LAB_IMPORTS
                if not (name.startswith("triton") and not sys.platform.startswith("linux"))
                and importlib.util.find_spec(name) is None]
@@ -280,7 +283,7 @@ def test_the_wheelhouse_holds_what_pip_needs_to_build_the_kit():
 # -- JupyterLab without the news prompt --------------------------------------------------------------
 
 def _jupyterlab():
-    return pytest.importorskip("jupyterlab")
+    return pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the lab extra)")
 
 
 def test_the_prompt_is_asked_exactly_while_fetch_news_is_none():
@@ -675,3 +678,12 @@ def test_the_fresh_wheelhouse_is_the_size_the_readme_says():
         "the download table (labkit/data/cpu/downloads.json, docs/MAINTAINING.md) no longer matches a fresh "
         "wheelhouse: make wheelhouse RECORD=1, then make refresh")
     assert abs(len(wheels) - expected["wheels"]) <= 3  # a dependency or two of an unpinned one may come and go
+
+
+def test_the_set_up_leaves_the_venvs_lock_writable_by_its_owner_alone(tmp_path):
+    # uv makes .venv/.lock mode 0666: on a box that serves a room, a learner could write into the kit.
+    lock = tmp_path / ".lock"
+    lock.touch()
+    lock.chmod(0o666)
+    setup.close_venv_lock(tmp_path)
+    assert oct(lock.stat().st_mode & 0o777) == "0o644"

@@ -279,9 +279,18 @@ def install(extras: str, torch: str = "cpu", wheelhouse: str | None = None, inst
         quiet = ["install", "-q", "--root-user-action=ignore", *source]
         code = subprocess.run([*pip, *quiet, "--upgrade", "pip"], cwd=paths.REPO).returncode or subprocess.run(
             [*pip, *quiet, "--no-compile", *target], cwd=paths.REPO).returncode
+    close_venv_lock()
     if code == 0:
         compile_bytecode(background_compile, log)
     return code
+
+
+def close_venv_lock(venv: Path | None = None) -> None:
+    """uv leaves its lock file in the venv writable by everyone (.venv/.lock, mode 0666): on a box that
+    serves a room, every learner could write into the kit's checkout. Its owner alone writes it."""
+    lock = Path(venv or sys.prefix) / ".lock"
+    if lock.is_file() and not lock.is_symlink():
+        lock.chmod(lock.stat().st_mode & 0o755)
 
 
 # -- the set-up: a wheelhouse for a room without a good network ------------------------------------

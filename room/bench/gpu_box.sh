@@ -14,7 +14,8 @@
 #    before the next call, so the second call adds N = 30 to the first one's N = 1 and 10.
 #    The room's limits there (cgroup v2, the GPU share) and what one hostile learner costs another,
 #    one call each:
-#        bash room/bench/gpu_box.sh test        # tests/test_room_groups.py and tests/test_hub.py
+#        bash room/bench/gpu_box.sh test        # the room's tests that need this box's kernel and groups
+#                                               # (the kernel's namespaces, the reaper, IPC), then tests/test_hub.py
 #        bash room/bench/gpu_box.sh neighbour   # hub bench --neighbour: room/labkit_room/data/neighbour_h200.json
 # 3. Back here: python -m labkit docs --write renders the records into docs/INSTRUCTOR_GUIDE.md.
 set -euo pipefail
@@ -52,7 +53,8 @@ run|test|neighbour)
             --shared-note "the GPU box, nothing else running"
         if [ -n "${OUT:-}" ]; then cp room/labkit_room/data/h200.json "$OUT/"; fi ;;
     test)  # -p no:cacheprovider: the tree's copy may be read-only; the browser check says it needs Chromium
-        python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/test_room_groups.py tests/test_hub.py ;;
+        python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/test_room_groups.py tests/test_reaper.py \
+            tests/test_room_kernel.py tests/test_room_learner_paths.py tests/test_room_ipc.py tests/test_hub.py ;;
     neighbour)
         python3 -m labkit hub bench --neighbour --repeats 3 --proxy python --memory 3G --record \
             --shared-note "the GPU box, nothing else running" ;;

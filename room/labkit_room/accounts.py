@@ -80,8 +80,8 @@ def _login_def(name: str, default: int) -> int:
 
 
 def owned_ids(folders=sandbox.SHARED_FOLDERS, home_root: Path = HOME_ROOT) -> set[int]:
-    """Every uid and gid that owns a process, a file in the shared folders, or an entry at the top of
-    `home_root`: ids a new account must not get."""
+    """Every uid and gid that owns a process, a file in the shared folders, a System V IPC object or
+    POSIX message queue, or an entry at the top of `home_root`: ids a new account must not get."""
     ids: set[int] = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -97,6 +97,14 @@ def owned_ids(folders=sandbox.SHARED_FOLDERS, home_root: Path = HOME_ROOT) -> se
             except OSError:  # gone since its folder was listed
                 continue
             ids.update((info.st_uid, info.st_gid))
+    for _kind, _id, uid, cuid in sysv_ipc():  # an IPC object of an id outlives its user
+        ids.update((uid, cuid))
+    for path in _walk(MQUEUE):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        ids.update((info.st_uid, info.st_gid))
     if home_root.is_dir():
         for path in home_root.iterdir():
             try:
@@ -105,6 +113,48 @@ def owned_ids(folders=sandbox.SHARED_FOLDERS, home_root: Path = HOME_ROOT) -> se
                 continue
             ids.update((info.st_uid, info.st_gid))
     return ids
+
+
+# System V IPC, which outlives every process (a segment stays until removed): kind, its /proc table,
+# its id column, and the ctl call that removes one (IPC_RMID).
+_SYSV_IPC = (("shm", "shmid"), ("sem", "semid"), ("msg", "msqid"))
+_IPC_RMID = 0
+# POSIX message queues, where the box mounts their file system (POSIX shared memory is /dev/shm).
+MQUEUE = Path("/dev/mqueue")
+
+
+def sysv_ipc(table_root: Path = Path("/proc/sysvipc")) -> list[tuple[str, int, int, int]]:
+    """Every System V IPC object of this IPC namespace: (kind, id, owner uid, creator uid)."""
+    found = []
+    for kind, id_column in _SYSV_IPC:
+        try:
+            header, *rows = (table_root / kind).read_text().splitlines()
+        except (OSError, ValueError):
+            continue
+        names = header.split()
+        for row in rows:
+            fields = dict(zip(names, row.split(), strict=False))
+            try:
+                found.append((kind, int(fields[id_column]), int(fields["uid"]), int(fields["cuid"])))
+            except (KeyError, ValueError):
+                continue
+    return found
+
+
+def remove_ipc(uids: set[int]) -> list[str]:
+    """Remove every System V segment, semaphore set and message queue that `uids` own or created, and
+    their POSIX message queues. Returns what was removed ("shm 32769", "mqueue /name")."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    calls = {"shm": lambda i: libc.shmctl(i, _IPC_RMID, None), "sem": lambda i: libc.semctl(i, 0, _IPC_RMID),
+             "msg": lambda i: libc.msgctl(i, _IPC_RMID, None)}
+    removed = []
+    for kind, ipc_id, uid, cuid in sysv_ipc():
+        if (uid in uids or cuid in uids) and calls[kind](ipc_id) == 0:
+            removed.append(f"{kind} {ipc_id}")
+    removed += [f"mqueue /{path.name}" for path in remove_owned(uids, folders=(str(MQUEUE),))]
+    return removed
 
 
 def free_id(taken: set[int]) -> int:
@@ -246,8 +296,8 @@ def remove_owned(uids: set[int], folders=sandbox.SHARED_FOLDERS) -> list[Path]:
 
 
 def remove_learner(name: str, room_id: str) -> bool:
-    """Remove user `name`, every process of theirs, what they own in the shared folders and their
-    home, if this room created it. Returns False if there is no such user; raises AccountError (and
+    """Remove user `name`, every process of theirs, what they own in the shared folders, their IPC
+    objects and their home, if this room created it. Returns False if there is no such user; raises AccountError (and
     removes nothing) if the user is not this room's."""
     try:
         entry = pwd.getpwnam(name)
@@ -258,6 +308,7 @@ def remove_learner(name: str, room_id: str) -> bool:
                            f"(its comment is {entry.pw_gecos!r}, not {room_mark(room_id)!r})")
     kill_all_of(entry.pw_uid)
     remove_owned({entry.pw_uid})
+    remove_ipc({entry.pw_uid})
     home = Path(entry.pw_dir)
     if home == HOME_ROOT / name:
         sandbox.unmount_home(home)

@@ -159,7 +159,18 @@ VALUES_HEADER = """\
 # this file is that rendering): the same start notebook, per-learner limits and idle culling as the
 # one-box hub (`python -m labkit hub start`).
 #
-# Who logs in: the learners listed under allowed_users and the instructor (admin), each with the
+# Written for the chart's release {chart} (JupyterHub 5.4): install that release; every key set here
+# is one it documents.
+#
+# The one-box room's defences: nobody is JupyterHub's admin (the instructor's role shows the admin
+# page and starts and stops servers, and never opens a learner's, makes anyone admin or takes a token
+# in a learner's name); each learner's server reads no configuration of theirs (disable_user_config),
+# sends every page but JupyterLab's under a CSP sandbox (the kit's server extension, in the image)
+# and has no terminal; a NetworkPolicy keeps each learner's pod from the others'. For strangers,
+# give each learner an origin of their own as well: a wildcard name, and hub.config.JupyterHub.
+# subdomain_host set to it (docs/INSTRUCTOR_GUIDE.md, "Pages and origins").
+#
+# Who logs in: the learners listed under allowed_users and the instructor, each with the
 # password the room generated, checked by the room's own authenticator (room/labkit_room/auth.py,
 # mounted below; never the chart's default DummyAuthenticator, which takes any password). Before
 # `helm upgrade`, make the logins and their Secret, and hand out credentials.txt:
@@ -177,7 +188,8 @@ VALUES_HEADER = """\
 # each kernel holds itself to its share of the GPU's memory (LABKIT_GPU_MEMORY_FRACTION).
 # Time-slicing shares the GPU's time, not its memory: the share is what keeps one learner from taking
 # it all.
-#   helm upgrade --install room jupyterhub/jupyterhub --values room/deploy/z2jh-values.yaml
+#   helm upgrade --install room jupyterhub/jupyterhub --version {chart} \\
+#     --values room/deploy/z2jh-values.yaml
 """
 
 
@@ -201,7 +213,7 @@ def render_values() -> str:
     values = room.z2jh_values()
     header = VALUES_HEADER.format(image=f"{room.IMAGE_NAME}:{room.IMAGE_TAG}", replicas=room.Z2JH_LEARNERS_PER_GPU,
                                   learners=room.Z2JH_LEARNERS_PER_GPU, secret=room.LOGINS_SECRET,
-                                  logins_file=room.LOGINS_FILE)
+                                  logins_file=room.LOGINS_FILE, chart=room.Z2JH_CHART_VERSION)
     return header + yaml.dump(values, Dumper=_literal_dumper(), sort_keys=False, default_flow_style=False)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from labkit import paths
 from labkit.errors import LabkitInputError
-from labkit_room import accounts, enforcement, groups, kernel, room, runtime, sandbox
+from labkit_room import accounts, enforcement, groups, learner_paths, room, runtime, sandbox
 
 KIT_ROOT = paths.REPO
 DEFAULT_STATE = KIT_ROOT / "build" / "hub"
@@ -244,6 +244,9 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
     hub = None
     keep_open = False  # only start(foreground=False) returns with the room still open
     try:
+        if runtime.has_lab() and not runtime.resource_usage_extension():
+            _say("jupyter-resource-usage is not installed here: the learners' labs show no memory gauge "
+                 "(pip install jupyter-resource-usage)")
         if not runtime.has_lab():
             _say("JupyterLab is not installed here: each learner gets the Jupyter server alone (its REST and kernel "
                  "API, what JupyterLab talks to; no web page). Fine for `hub bench`, not for a room.")
@@ -276,7 +279,13 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             raise HubError(f"the learners' servers need {hidden[0]}, under {hidden[1]}, which each of them replaces "
                            "with a folder of their own: put the checkout and its packages outside "
                            + ", ".join(sandbox.SHARED_FOLDERS) + " (e.g. under /opt or /srv)")
-        network_refusal = enforcement.kernel_network_refusal(python)
+        network_refusal = enforcement.kernel_network_refusal(python, runtime.kernel_launcher(RUNTIME_DIR))
+        if network_refusal:
+            # The one-origin room's pages and every kernel's sockets depend on it: fail closed.
+            raise HubError(f"learners' kernels cannot get a network of their own on this box ({network_refusal}): "
+                           "without it a kernel could listen on its server's port and reach other learners' "
+                           "sockets, so the room does not open (allow unprivileged user namespaces: "
+                           "sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone)")
         survey = enforcement.survey(limits, hierarchy, mount_refusal, network_refusal, enforcement.gpu_state(),
                                     public_url, subdomains)
         _say("what this box enforces for each learner:\n" + "\n".join(line.text() for line in survey))
@@ -313,7 +322,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
                 "PYTHONPATH": os.pathsep.join([str(kit), *runtime.hub_pythonpath(KIT_ROOT)]),
                 **python_env, **runtime.jupyter_env(runtime.room_kernel_spec(RUNTIME_DIR, python)),
-                **({kernel.OWN_NETWORK_ENV: "1"} if not network_refusal else {}),
+                "JUPYTER_CONFIG_DIR": str(runtime.learner_config_dir(RUNTIME_DIR)),
                 # and limits.env(), added by the config
             },
         }
@@ -346,10 +355,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             return this
         _say("the room is open: Ctrl-C here (or python -m labkit hub stop) closes it and removes the learners")
         while hub.poll() is None:
-            seen = [list(p) for p in _descendants(hub.pid) if _stat(p[0]) and _stat(p[0])[0] == hub.pid]
-            if seen != this.below_hub:
-                this.below_hub = seen
-                this.save()
+            _watch_once(this, hub.pid)
             time.sleep(2)
         _say(f"JupyterHub exited with status {hub.returncode}; closing the room")
     except KeyboardInterrupt:
@@ -362,6 +368,29 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         for s, handler in previous.items():
             signal.signal(s, handler)
     return this
+
+
+def _watch_once(this: Room, hub_pid: int) -> None:
+    """Record the processes the hub started itself (the proxy, the services), for a close after the
+    hub is killed. Nothing a learner does may end the room here: their processes come and go below
+    the hub by the thousand (a fork-and-exit loop), so each is read once, and a read that fails for any
+    reason is said and skipped: only the instructor's command or the session's end closes a room."""
+    try:
+        seen = [[pid, start] for pid, start in _children_of(hub_pid)]
+        if seen != this.below_hub:
+            this.below_hub = seen
+            this.save()
+    except Exception as err:  # noqa: BLE001 (kept open: said once per round, the next round tries again)
+        _say(f"the room stays open; its watch skipped a round ({type(err).__name__}: {err})")
+
+
+def _children_of(pid: int) -> list[tuple[int, int]]:
+    """(pid, start time) of the processes whose parent is `pid`, each read from /proc once."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None and st[0] == pid:
+            found.append((int(entry.name), st[1]))
+    return found
 
 
 def _hold_signals(previous: dict) -> None:
@@ -438,6 +467,7 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
         try:
             if hierarchy.enforces:
                 hierarchy.kill(this.room_id, name)  # frozen first: a process that re-forks is caught whole
+            _save_work(this, name)
             if accounts.remove_learner(name, this.room_id):
                 removed.append(name)
             hierarchy.remove(this.room_id, name)
@@ -461,6 +491,41 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
     for line in refused:
         _say("  " + line)
     return removed
+
+
+def work_folder(state_dir: Path) -> Path:
+    """Where a closed room keeps its learners' work, root's alone: beside the state folder (which the
+    next `hub start` empties), one folder per room and learner."""
+    state_dir = Path(state_dir)
+    return state_dir.with_name(state_dir.name + "-work")
+
+
+def _save_work(this: Room, name: str) -> None:
+    """Copy the learner's folder (their notebooks and what they wrote beside them) out of their home,
+    before anything of theirs is removed: with their processes ended, by descriptor, leaving out links
+    and hard-linked files (:func:`labkit_room.learner_paths.copy_out`). Said in one line either way."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return
+    home = Path(entry.pw_dir)
+    if entry.pw_gecos != accounts.room_mark(this.room_id) or home != accounts.HOME_ROOT / name or not home.is_dir():
+        return
+    try:
+        accounts.kill_all_of(entry.pw_uid)  # nothing writes while it is copied
+        root = work_folder(this.state_dir)
+        root.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(root, 0o700)
+        target = root / this.room_id / name
+        copied = learner_paths.copy_out(home, room.LEARNER_FOLDER, entry.pw_uid, target)
+    except (OSError, accounts.AccountError) as err:
+        _say(f"  {name}'s work was NOT saved: {err}")
+        return
+    left = f"; left out (links, hard-linked or foreign files): {', '.join(copied.left_out[:5])}" \
+        + (" ..." if len(copied.left_out) > 5 else "") if copied.left_out else ""
+    _say(f"  saved {name}'s work ({copied.files} files) in {target}{left}")
 
 
 def _end_leftover_proxy(state_dir: Path) -> None:

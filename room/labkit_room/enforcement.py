@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from labkit_room import groups
 from labkit_room.room import Limits
@@ -36,15 +37,13 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def kernel_network_refusal(python: str) -> str:
-    """'' if an unprivileged process here may make a user and network namespace (what each kernel
-    does, :mod:`labkit_room.kernel`), else why not. Asked of `python` run as nobody."""
-    probe = ("import ctypes, ctypes.util, os, sys\n"
-             "libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)\n"
-             "sys.exit(0 if libc.unshare(0x10000000 | 0x40000000) == 0 else os.strerror(ctypes.get_errno()))\n")
+def kernel_network_refusal(python: str, launcher: Path) -> str:
+    """'' if an unprivileged process here gets the namespaces each kernel runs in (its own user,
+    network and IPC namespace, its loopback alone: :mod:`labkit_room.kernel_launcher`), else why
+    not. Asked of the very launcher the kernels start through, run by `python` as nobody."""
     try:
-        done = subprocess.run([python, "-c", probe], user=NOBODY, group=NOBODY, extra_groups=[], capture_output=True,
-                              text=True, timeout=30, cwd="/")
+        done = subprocess.run([python, "-I", "-S", str(launcher), "--probe"], user=NOBODY, group=NOBODY,
+                              extra_groups=[], capture_output=True, text=True, timeout=30, cwd="/")
     except (OSError, subprocess.SubprocessError) as err:
         return f"cannot ask as an unprivileged user ({err})"
     return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["refused"])[-1]
@@ -53,8 +52,6 @@ def kernel_network_refusal(python: str) -> str:
 def gpu_state() -> str:
     """'' where this box has no NVIDIA GPU, else nvidia-smi's list of them (MIG instances included),
     or the device files where nvidia-smi is missing."""
-    from pathlib import Path
-
     smi = shutil.which("nvidia-smi")
     if smi is not None:
         done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
@@ -100,8 +97,9 @@ def survey(limits: Limits, hierarchy: groups.Hierarchy, mount_refusal: str, netw
                           "TMPDIR and torch's and Triton's caches are in each home, and the close removes what "
                           "learners left in the shared folders"))
     if not network_refusal:
-        lines.append(Line("kernel sockets", True, "each kernel on a network of its own (user and network "
-                          "namespace); its subprocess pipe a unix socket in the learner's runtime folder"))
+        lines.append(Line("kernel sockets", True, "each kernel in a user, network and IPC namespace of its own "
+                          "(tried here as an unprivileged user; a kernel that cannot get them runs nothing); its "
+                          "subprocess pipe a unix socket in the learner's runtime folder"))
     else:
         lines.append(Line("kernel sockets", True, "kernel channels and the subprocess pipe are unix sockets in "
                           f"each learner's runtime folder (mode 0700); kernels share the box's network "
@@ -116,6 +114,8 @@ def survey(limits: Limits, hierarchy: groups.Hierarchy, mount_refusal: str, netw
         lines.append(Line("pages", False, f"{pages}, one origin: a learner's kernel could end their own server and "
                           "listen on its port in its place (no user namespaces here); for strangers, give the room a "
                           "name with a subdomain per learner (--public-url https://NAME --subdomains)"))
+    lines.append(Line("server's parent", True, "each learner's server runs under a reaper that stays root and "
+                      "non-dumpable: no process of the learner's may signal, trace or read it"))
     if "freezer" in has:
         lines.append(Line("close", True, f"every learner's group frozen, then killed whole ({kind}); then every "
                           "process of their uid in one sweep"))

@@ -369,13 +369,11 @@ def detect(root: Path = CGROUP_ROOT, mounts_text: str | None = None, own_text: s
 
 # -- systemd: the learner's server in a transient scope ---------------------------------------------
 
-def systemd_prefix(hierarchy: Hierarchy, room_id: str, learner: str, limits: GroupLimits,
-                   uid: int, gid: int) -> list[str]:
-    """The words before a learner's server command on a systemd host: systemd-run puts the server
-    (and so every process it starts) in a scope of its own, with the learner's limits, then runs it
-    as the learner."""
+def systemd_prefix(hierarchy: Hierarchy, room_id: str, learner: str, limits: GroupLimits) -> list[str]:
+    """The words before a learner's server command on a systemd host: systemd-run puts the server's
+    reaper (and so every process it starts) in a scope of its own, with the learner's limits; the
+    reaper, root, starts the server as the learner (room/labkit_room/reaper.py)."""
     return ["systemd-run", "--scope", "--quiet", "--collect", f"--unit={hierarchy.unit(room_id, learner)}",
             f"--slice={hierarchy.room_name(room_id)}.slice",
             f"--property=MemoryMax={limits.memory_bytes}", "--property=MemorySwapMax=0",
-            f"--property=TasksMax={limits.tasks}", f"--property=CPUWeight={CPU_WEIGHT_V2}",
-            f"--uid={uid}", f"--gid={gid}", "--"]
+            f"--property=TasksMax={limits.tasks}", f"--property=CPUWeight={CPU_WEIGHT_V2}", "--"]

@@ -6,8 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from labkit.tools import lab_server
-from labkit_room import culler, learner_server, reaper, runtime
+from labkit_room import culler, reaper, runtime
 from labkit_room import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -51,8 +50,10 @@ c.JupyterHub.pid_file = str(_state / "jupyterhub.pid")
 # Who logs in: the learners and the instructor, each with their own generated password.
 c.JupyterHub.authenticator_class = "labkit_room.auth.RoomAuthenticator"
 c.RoomAuthenticator.table_file = str(_state / "passwords.json")
-c.Authenticator.allowed_users = set(_spec["learners"])
-c.Authenticator.admin_users = {_room.ADMIN_USER}
+# The instructor is no admin of JupyterHub's: their role (labkit_room.room.INSTRUCTOR_ROLE) shows the
+# admin page and starts and stops servers, and never opens one, nor makes anyone admin.
+c.Authenticator.allowed_users = {*_spec["learners"], _room.ADMIN_USER}
+c.Authenticator.admin_users = set()
 c.JupyterHub.allow_named_servers = False
 
 # What each learner gets: their JupyterLab, as their own system user, in their sandbox (control
@@ -63,7 +64,9 @@ c.JupyterHub.spawner_class = "labkit_room.spawner.RoomSpawner"
 # The server runs under the kit's reaper (room/labkit_room/reaper.py), which reads the exit status
 # of every orphan the learner leaves: the box's first process may not, and unread ones fill the
 # learner's process limit.
-c.Spawner.cmd = [_spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, str(Path(reaper.__file__)), "--",
+# The reaper stays root: -I -S, it reads nothing of the environment's and no site-packages (it needs
+# the standard library alone).
+c.Spawner.cmd = [_spec["learner_python"], "-I", "-S", str(Path(reaper.__file__)), "--",
                  _spec["learner_python"], *runtime.SAFE_PYTHON_FLAGS, "-m", "jupyterhub.singleuser"]
 c.Spawner.disable_user_config = True
 c.RoomSpawner.room_id = _spec["room_id"]
@@ -86,12 +89,13 @@ c.Spawner.http_timeout = 180
 # response but JupyterLab's page sandboxed, the server out of its kernels' reach. No terminal: a shell
 # would run on the server's own network, where a learner could take the server's port; no extension
 # manager: the server's packages are the room's.
-_extensions = {lab_server.EXTENSION: True, learner_server.EXTENSION: True}
-c.Spawner.args = ["--KernelManager.transport=ipc", f"--ServerApp.jpserver_extensions={_extensions!r}",
-                  "--ServerApp.terminals_enabled=False"]
+# The memory gauge (jupyter-resource-usage), enabled by name: where it is installed as a wheel into a
+# folder on PYTHONPATH, its own file that enables it is not on Jupyter's configuration path.
+c.Spawner.args = ["--KernelManager.transport=ipc",
+                  *_room.learner_server_args(*filter(None, [runtime.resource_usage_extension()]),
+                                             lab=_spec.get("lab", True))]
 if _spec.get("lab", True):
-    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                       "--LabApp.extension_manager=readonly"]
+    c.Spawner.args += ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 
 # Idle servers are culled after the instructor's timeout (jupyterhub-idle-culler, a hub service),
 # checked every quarter of it, but at least every 5 minutes and at most every 2 s (a test's 10 s).
@@ -103,7 +107,7 @@ c.JupyterHub.services = [{
                 "--", f"--timeout={_limits.idle_timeout_s}",
                 f"--cull-every={max(2, min(300, _limits.idle_timeout_s // 4))}"],
 }]
-c.JupyterHub.load_roles = [{
+c.JupyterHub.load_roles = [_room.INSTRUCTOR_ROLE, {
     "name": "idle-culler",
     "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers", "users:activity"],
     "services": ["idle-culler"],

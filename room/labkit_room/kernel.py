@@ -3,15 +3,19 @@ then IPython's kernel as usual.
 
 The room's kernel spec (:func:`labkit_room.runtime.room_kernel_spec`, found first on the
 learners' ``JUPYTER_PATH`` under the name ``python3``) starts every learner's kernel as
-``python -m labkit_room.kernel -f CONNECTION_FILE``. Before the first cell runs:
+``python -I -S .../kernel_launcher.py -- python -P -s -m labkit_room.kernel -f CONNECTION_FILE``.
+Before the first cell runs:
 
-* **its own network** (:func:`own_network`): the kernel moves into a user and network namespace
-  of its own, the same user inside, with a loopback nobody else reaches and no other interface.
-  Nothing another learner runs can connect to a socket the kernel opens, and nothing the kernel
-  runs can listen on the box: not on the port of the learner's own Jupyter server either, so a
-  learner who ends that server cannot put a page of their own in its place on the hub's address.
-  Where the box refuses unprivileged user namespaces the kernel runs on the box's network, and the
-  room said so at its start.
+* **its own user, network and IPC namespaces** (:mod:`labkit_room.kernel_launcher`, a script
+  that imports nothing of the kit: a namespace cannot be made once a thread runs, and the kit's
+  imports start many). The kernel runs as the same user inside, with a loopback nobody else
+  reaches and no other interface, and System V IPC of its own. Nothing another learner runs can
+  connect to a socket the kernel opens, and nothing the kernel runs can listen on the box: not on
+  the port of the learner's own Jupyter server either, so a learner who ends that server cannot
+  put a page of their own in its place on the hub's address. **Fail closed**: this module checks
+  that it runs in namespaces other than the box's (:func:`namespace_refusal`); where it does not,
+  or a limit cannot be applied, the kernel runs nothing (:func:`refusing_kernel`): every cell
+  answers with one line saying why.
 * **its subprocess pipe over a private socket** (:func:`pipe_in_private_folder`): ipykernel
   listens for the output of forked children on a TCP port of 127.0.0.1, without authenticating
   what arrives before reading it whole; here it listens on a unix socket in the learner's runtime
@@ -22,7 +26,7 @@ learners' ``JUPYTER_PATH`` under the name ``python3``) starts every learner's ke
 * **the room's limits** (:mod:`labkit_room.limits`): the GPU share, both limits in
   ``labkit.describe()``, a memory error explained under its traceback.
 
-That ``python -m`` line is the kernel spec's, never typed by anyone: the kit's commands are
+That command line is the kernel spec's, never typed by anyone: the kit's commands are
 ``python -m labkit ...``.
 """
 
@@ -31,61 +35,39 @@ from __future__ import annotations
 import os
 import sys
 
-_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
-_SIOCSIFFLAGS, _IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
-# Set by the room in every learner's environment: "1" asks each kernel for a network of its own.
-OWN_NETWORK_ENV = "LABKIT_KERNEL_OWN_NETWORK"
+from labkit_room.kernel_launcher import BOX_NAMESPACES_ENV, REFUSED_ENV, namespace_ids
+
+# What a learner sees in every cell of a kernel that could not be set up (then the cause).
+REFUSAL_LINE = "This kernel runs nothing: the room could not set it up safely"
 
 
-def _in_own_user_namespace() -> bool:
-    """Whether this process already runs in a user namespace its parent does not (it made one)."""
-    try:
-        mine = open("/proc/self/uid_map").read()
-        parent = open(f"/proc/{os.getppid()}/uid_map").read()
-    except OSError:
-        return False
-    return mine != parent
-
-
-def own_network(argv: list[str]) -> str:
-    """Move this process into a user and network namespace of its own, bring its loopback up, and
-    start the kernel afresh in it (execve, so it holds none of the namespace's capabilities).
-    Returns why not where it cannot ('' once inside). Must run before any thread starts."""
-    if _in_own_user_namespace():
-        return ""
-    import ctypes
-    import ctypes.util
-
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        return f"no user namespace for the kernel here ({os.strerror(ctypes.get_errno())})"
-    with open("/proc/self/setgroups", "w") as fh:
-        fh.write("deny")
-    with open("/proc/self/uid_map", "w") as fh:
-        fh.write(f"{uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as fh:
-        fh.write(f"{gid} {gid} 1")
-    _loopback_up()
-    os.execv(sys.executable, [sys.executable, "-m", "labkit_room.kernel", *argv])
-    return "execv returned"  # not reached
-
-
-def _loopback_up() -> None:
-    import fcntl
+def namespace_refusal() -> str:
+    """'' if this process runs in a user, network and IPC namespace other than the box's (those the
+    launcher recorded before it left them), with one uid mapped and the loopback alone; else why not."""
     import socket
-    import struct
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        request = struct.pack("16sH", b"lo", _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING).ljust(40, b"\0")
-        fcntl.ioctl(s.fileno(), _SIOCSIFFLAGS, request)
+    why = os.environ.get(REFUSED_ENV, "")
+    if why:
+        return why
+    box = os.environ.get(BOX_NAMESPACES_ENV, "").split()
+    try:
+        mine = namespace_ids().split()
+        uid_map = open("/proc/self/uid_map").read().split()
+        interfaces = sorted(name for _, name in socket.if_nameindex())
+    except OSError as err:
+        return f"cannot read this kernel's namespaces ({err.strerror or err})"
+    if len(box) != len(mine) or any(a == b for a, b in zip(box, mine, strict=True)):
+        return "not started by the room's launcher: this kernel shares the box's namespaces"
+    if uid_map != [str(os.getuid()), str(os.getuid()), "1"]:
+        return f"this kernel's user namespace maps more than its own user ({' '.join(uid_map)})"
+    if interfaces != ["lo"]:
+        return f"this kernel sees interfaces other than its own loopback ({', '.join(interfaces)})"
+    return ""
 
 
 def network_state() -> str:
     """One line for ``labkit.describe()``: whose network this kernel is on."""
-    if _in_own_user_namespace():
-        return "own (a loopback of this kernel's alone)"
-    return "the box's (shared loopback)"
+    return "own (a loopback of this kernel's alone)" if not namespace_refusal() else "the box's (shared loopback)"
 
 
 def pipe_in_private_folder() -> None:
@@ -133,21 +115,64 @@ def before_the_server_in_oom_order() -> None:
         pass
 
 
+def refusing_kernel(why: str):
+    """A kernel that runs no code: every cell, completion and inspection answers with one line
+    (:data:`REFUSAL_LINE` and `why`). No IPython shell, no debugger: nothing of the learner's runs."""
+    from ipykernel.kernelbase import Kernel
+
+    line = f"{REFUSAL_LINE} ({why}). Ask the instructor; their log names you and the cause."
+
+    class RefusingKernel(Kernel):
+        implementation = "labkit-refusing"
+        implementation_version = "1"
+        banner = line
+        language_info = {"name": "python", "mimetype": "text/x-python", "file_extension": ".py"}
+
+        def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
+                       **kwargs):
+            if not silent:
+                self.send_response(self.iopub_socket, "stream", {"name": "stderr", "text": line + "\n"})
+            return {"status": "error", "ename": "RoomKernelRefused", "evalue": line, "traceback": [line],
+                    "execution_count": self.execution_count}
+
+        def do_complete(self, code, cursor_pos):
+            return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos,
+                    "metadata": {}}
+
+        def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+    return RefusingKernel
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    network = ""
-    if os.environ.get(OWN_NETWORK_ENV) == "1":
-        network = own_network(argv)  # execs the kernel again inside its namespace; returns only where refused
     before_the_server_in_oom_order()
     pipe_in_private_folder()
     from ipykernel.kernelapp import IPKernelApp
 
-    from labkit import backends
-    from labkit_room import limits
+    why = namespace_refusal()
+    if not why:
+        try:
+            from labkit import backends
+            from labkit_room import limits
 
-    limits.apply()
-    limits.note_network(network or network_state())
-    backends.describe_also(limits.describe)
+            limits.apply()
+            limits.note_network(network_state())
+            backends.describe_also(limits.describe)
+        except Exception as err:  # noqa: BLE001 (any limit not applied: the kernel runs nothing)
+            first = (str(err).splitlines() or [type(err).__name__])[0]
+            why = f"the room's limits could not be applied: {first}"
+    if why:
+        import tempfile
+
+        print(f"labkit: {os.environ.get('USER', os.getuid())}'s kernel runs nothing: {why}", file=sys.stderr,
+              flush=True)
+        # No configuration of the learner's either: IPython's profile (~/.ipython) holds Python that the
+        # kernel's app would run, here on the box's own network. An empty one of this process's instead.
+        os.environ["IPYTHONDIR"] = tempfile.mkdtemp(prefix="labkit-refused-ipython-")
+        IPKernelApp.launch_instance(argv=argv, kernel_class=refusing_kernel(why))
+        return
     app = IPKernelApp.instance()
     app.initialize(argv)
     limits.install_messages(app.shell)

@@ -10,10 +10,16 @@ forks and exits in a loop fills that limit with zombies and then cannot fork at 
 learner's own next kernel cannot start. With this process between the hub and the server, the
 learner's orphans come here and are read at once, whatever the box's first process does.
 
-Run as a script, not as ``-m labkit...``: it imports nothing but the standard library (importing the
-kit would import torch in every server's parent). Usage (the hub's ``Spawner.cmd``)::
+In a room it runs as root and starts the server as the learner (``--user UID:GID``): no process of
+the learner's may signal it, trace it or read its memory or environment (it holds the server's
+hub token), and it makes itself non-dumpable besides. It never runs anything of the learner's as
+root: the server is the only thing it starts, and it does nothing else but wait.
 
-    python -P -s .../room/labkit_room/reaper.py -- python -P -s -m jupyterhub.singleuser
+Run as a script, not as ``-m labkit...``: it imports nothing but the standard library (importing the
+kit would import torch in every server's parent). Usage (the hub's ``Spawner.cmd``, the spawner
+adds ``--user``)::
+
+    python -P -s .../room/labkit_room/reaper.py --user 1001:1001 -- python -P -s -m jupyterhub.singleuser
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import signal
 import subprocess
 import sys
 
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # linux/prctl.h
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -37,11 +43,23 @@ def become_subreaper() -> bool:
         return False
 
 
-def run(cmd: list[str]) -> int:
-    """Start `cmd`, pass it the hub's signals, reap every child until `cmd` ends; its exit code
-    (128 + N for a signal N, as a shell reports it)."""
+def undumpable() -> bool:
+    """No core, no trace, no /proc/PID/mem or environ of this process for anyone but root."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def run(cmd: list[str], user: tuple[int, int] | None = None) -> int:
+    """Start `cmd` (as `user`, (uid, gid), where given), pass it the hub's signals, reap every child
+    until `cmd` ends; its exit code (128 + N for a signal N, as a shell reports it)."""
     become_subreaper()
-    server = subprocess.Popen(cmd)  # its status is read below, by waitpid(-1), never by Popen
+    if not undumpable():
+        print("reaper: could not make itself non-dumpable; refusing to start the server", file=sys.stderr)
+        return 1
+    as_user = {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
+    server = subprocess.Popen(cmd, **as_user)  # its status is read below, by waitpid(-1), never by Popen
     for sig in FORWARDED:
         signal.signal(sig, lambda number, frame: _forward(server.pid, number))
     while True:
@@ -74,14 +92,27 @@ def _reap_the_rest() -> None:
             return
 
 
+USAGE = "usage: reaper.py [--user UID:GID] -- COMMAND [ARG...]"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" in argv:
-        argv = argv[argv.index("--") + 1:]
-    if not argv:
-        print("usage: reaper.py -- COMMAND [ARG...]", file=sys.stderr)
+    own, cmd = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else ([], argv)
+    user = None
+    if own[:1] == ["--user"] and len(own) == 2 and all(part.isdigit() for part in own[1].split(":")) \
+            and own[1].count(":") == 1:
+        uid, gid = map(int, own[1].split(":"))
+        user = (uid, gid)
+    elif own:
+        print(USAGE, file=sys.stderr)
         return 2
-    return run(argv)
+    if not cmd:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if user is not None and 0 in user:
+        print("reaper: refusing to start a server as root", file=sys.stderr)
+        return 2
+    return run(cmd, user)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,33 @@ START_NOTEBOOK = learner_name(STUDENT_PATH[0])
 DEFAULT_URL = f"/lab/tree/{START_NOTEBOOK}"
 
 # Hub user names, which are also the system users' names on one box ("labkit-learner07"). The
-# instructor is the hub's only admin and has no server of their own.
+# instructor runs the room (INSTRUCTOR_ROLE, not JupyterHub's admin) and has no server of their own.
 LEARNER_PREFIX = "labkit-learner"
 ADMIN_USER = "instructor"
+# What the instructor may do on the hub: its admin page, the users and their servers' state, start
+# and stop those servers, and read the services (the culler's timeout). Not JupyterHub's admin role:
+# no access to a learner's server (a learner's notebook would run on the hub's origin in the
+# instructor's browser, with the instructor's powers), no making anyone admin (admin:users), no
+# tokens in another's name.
+INSTRUCTOR_ROLE = {"name": "instructor",
+                   "description": "runs the room: its admin page, the learners' servers started and stopped, "
+                                  "never opened",
+                   "scopes": ["admin-ui", "list:users", "read:users", "admin:servers", "list:services",
+                              "read:services", "read:hub"],
+                   "users": [ADMIN_USER]}
+# Scopes that would let the instructor's browser open a learner's page, or grant a learner the hub.
+INSTRUCTOR_NEVER = ("access:servers", "admin:users", "tokens", "admin:auth_state", "shares")
+# What every learner's server runs with, on one box and on Kubernetes: the kit's server extensions
+# (labkit_room.learner_server: every response but JupyterLab's page under a CSP sandbox;
+# lab_server: a dropped websocket leaves no traceback), no terminal (a shell would run beside the
+# server, on its network), no extension manager (the server's packages are the room's).
+LEARNER_SERVER_EXTENSIONS = ("labkit.tools.lab_server", "labkit_room.learner_server")
+def learner_server_args(*more_extensions: str, lab: bool = True) -> list[str]:
+    """The arguments above, with the extensions (and `more_extensions`) enabled by name; the extension
+    manager's only where JupyterLab is (`lab`)."""
+    extensions = {name: True for name in (*LEARNER_SERVER_EXTENSIONS, *more_extensions)}
+    return [f"--ServerApp.jpserver_extensions={extensions!r}", "--ServerApp.terminals_enabled=False",
+            *(["--LabApp.extension_manager=readonly"] if lab else [])]
 MAX_LEARNERS = 99
 # The image binder/ describes, as repo2docker builds it for the chart:
 #   repo2docker --no-run --user-name jovyan --image-name labkit-room:<version> .
@@ -232,6 +256,9 @@ Z2JH_LEARNERS_PER_GPU = 30
 # mounted into the hub's configuration folder (the chart's jupyterhub_config.py puts that folder on
 # sys.path), checking a Secret of password hashes that `python -m labkit hub logins` writes. The
 # chart's default is DummyAuthenticator: any name, any password, the instructor's included.
+# The Zero to JupyterHub chart release the values are written for (JupyterHub 5.4): every key they set
+# is one its schema documents (tests/test_hub_values.py holds the list).
+Z2JH_CHART_VERSION = "4.3.3"
 Z2JH_CONFIG_DIR = "/usr/local/etc/jupyterhub"
 Z2JH_AUTH_MODULE = "labkit_room_auth"
 LOGINS_SECRET = "labkit-room-logins"
@@ -241,7 +268,10 @@ LOGINS_FILE = "passwords.json"
 
 def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU, learners: int = Z2JH_LEARNERS_PER_GPU) -> dict:
     """The Zero to JupyterHub chart's values for the same room: the room's authenticator with the
-    `learners` as the only users and the instructor as admin, the image binder/ describes, one
+    `learners` and the instructor as the only users, the instructor's role (no access to a learner's
+    server) and nobody admin, the learners' servers as the one-box room runs them (no user
+    configuration, every page but JupyterLab's sandboxed, no terminal), a NetworkPolicy that keeps
+    each learner's pod from the others', the image binder/ describes, one
     time-sliced GPU per node, the per-learner limits of a box of `learners_per_gpu` learners, the
     same start notebook and idle culling, and each learner's folder built fresh at start."""
     limits = limits_for(learners_per_gpu, host_memory=learners_per_gpu * int(DEFAULT_MEMORY_GIB * 2**30) * 2,
@@ -255,9 +285,13 @@ def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU, learners: int = Z
         "hub": {
             "config": {
                 "JupyterHub": {"authenticator_class": f"{Z2JH_AUTH_MODULE}.RoomAuthenticator"},
-                "Authenticator": {"admin_users": [ADMIN_USER], "allowed_users": learner_names(learners)},
+                # Nobody is JupyterHub's admin: the instructor's role below.
+                "Authenticator": {"admin_users": [], "allowed_users": [*learner_names(learners), ADMIN_USER]},
                 "RoomAuthenticator": {"table_file": f"{LOGINS_DIR}/{LOGINS_FILE}"},
+                # No configuration, extension or kernel spec of the learner's; the room's server arguments.
+                "KubeSpawner": {"disable_user_config": True, "args": learner_server_args(), "notebook_dir": folder},
             },
+            "loadRoles": {INSTRUCTOR_ROLE["name"]: {k: v for k, v in INSTRUCTOR_ROLE.items() if k != "name"}},
             "extraFiles": {"labkit-room-auth": {"mountPath": f"{Z2JH_CONFIG_DIR}/{Z2JH_AUTH_MODULE}.py",
                                                 "stringData": auth_source}},
             "extraVolumes": [{"name": LOGINS_SECRET, "secret": {"secretName": LOGINS_SECRET}}],
@@ -266,12 +300,17 @@ def z2jh_values(learners_per_gpu: int = Z2JH_LEARNERS_PER_GPU, learners: int = Z
         "singleuser": {
             "image": {"name": IMAGE_NAME, "tag": IMAGE_TAG},
             "defaultUrl": DEFAULT_URL,
-            "notebookDir": folder,
             "memory": {"limit": f"{gib:g}G", "guarantee": f"{gib:g}G"},
             "cpu": {"limit": 1.0, "guarantee": 0.5},
             "extraResource": {"limits": {"nvidia.com/gpu": "1"}},
             "extraEnv": {k: v for k, v in limits.env().items() if k == GPU_SHARE_ENV},
             "lifecycleHooks": {"postStart": {"exec": {"command": ["sh", "-c", build_folder]}}},
+            # A learner's pod reaches the hub and the internet (notebook 06 fetches vLLM's releases),
+            # never another pod or the cloud's metadata server; only the hub and proxy reach it.
+            "networkPolicy": {"enabled": True, "egressAllowRules": {
+                "cloudMetadataServer": False, "dnsPortsCloudMetadataServer": False,
+                "dnsPortsKubeSystemNamespace": True, "dnsPortsPrivateIPs": False, "nonPrivateIPs": True,
+                "privateIPs": False}},
         },
         "cull": {"enabled": True, "timeout": limits.idle_timeout_s, "every": 300},
         "scheduling": {"userScheduler": {"enabled": True}},

@@ -107,10 +107,18 @@ def has_lab() -> bool:
     return importlib.util.find_spec("jupyterlab") is not None
 
 
-def room_kernel_spec(runtime: Path, python: str) -> Path:
-    """The kernel spec every learner's kernel starts from: ``python3``, run as
-    ``python -m labkit_room.kernel`` (the room's limits first). Returns the data folder to put
-    first on the learners' JUPYTER_PATH, where Jupyter looks for kernel specs before any other."""
+def kernel_launcher(runtime: Path) -> Path:
+    """The copy of :mod:`labkit_room.kernel_launcher` in the learners' kit (:func:`kit_copy`)."""
+    return runtime / "kit" / "labkit_room" / "kernel_launcher.py"
+
+
+def room_kernel_spec(runtime: Path, python: str, launcher: Path | None = None) -> Path:
+    """The kernel spec every learner's kernel starts from: ``python3``, whose namespaces are made by
+    :mod:`labkit_room.kernel_launcher` (under ``-I -S``: nothing of the environment's, no
+    site-packages, so no thread before it), which then starts ``python -m labkit_room.kernel``
+    (the room's limits first). `launcher`: the launcher's path, the kit copy's by default. Returns the
+    data folder to put first on the learners' JUPYTER_PATH, where Jupyter looks for kernel specs
+    before any other."""
     data = runtime / "jupyter"
     spec = data / "kernels" / "python3"
     spec.mkdir(parents=True, exist_ok=True)
@@ -118,7 +126,8 @@ def room_kernel_spec(runtime: Path, python: str) -> Path:
         # -P: not the notebook's folder first on sys.path, -s: no user site-packages (and no .pth
         # file of the learner's run before the kernel has its own network): the kernel that starts
         # is the room's, whatever the learner wrote into their home.
-        "argv": [python, *SAFE_PYTHON_FLAGS, "-m", "labkit_room.kernel", "-f", "{connection_file}"],
+        "argv": [python, "-I", "-S", str(launcher or kernel_launcher(runtime)), "--",
+                 python, *SAFE_PYTHON_FLAGS, "-m", "labkit_room.kernel", "-f", "{connection_file}"],
         "display_name": "Python 3 (ipykernel)", "language": "python",
         "metadata": {"debugger": True}}, indent=1))
     _open_to_all(data)
@@ -141,6 +150,29 @@ def jupyter_env(kernel_data: Path | None = None) -> dict[str, str]:
             "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter")}
 
 
+def learner_config_dir(runtime: Path) -> Path:
+    """An empty configuration folder of the room's (root's, readable by all), the learners' servers'
+    JUPYTER_CONFIG_DIR: no learner can put a file in it, so no server of theirs reads a configuration
+    of the learner's writing (the hub's disable_user_config leaves JupyterLab's labconfig readable)."""
+    folder = runtime / "learner-config"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, mode=0o755)
+    # Jupyter's one-time migration of an IPython 3 configuration writes this mark into the config folder
+    # once the home has ~/.ipython (any kernel makes it): marked here, nothing is migrated or written.
+    (folder / "migrated").write_text("")
+    _open_to_all(folder)
+    return folder
+
+
+def resource_usage_extension() -> str | None:
+    """The memory gauge's server extension (jupyter-resource-usage), where it is installed. Installed
+    as a wheel into a folder on PYTHONPATH (the GPU box), its own configuration that enables it is not
+    on Jupyter's path: the room enables it by name instead."""
+    import importlib.util
+
+    return "jupyter_resource_usage" if importlib.util.find_spec("jupyter_resource_usage") else None
+
+
 def hub_pythonpath(kit_root: Path) -> list[str]:
     """The hub's own PYTHONPATH entries, but the kit's source tree: packages a box carries as wheels
     into a folder on PYTHONPATH (the GPU box) must reach the learners' servers too."""
@@ -160,7 +192,7 @@ def kit_copy(runtime: Path) -> Path:
 
     target = runtime / "kit"
     shutil.rmtree(target, ignore_errors=True)
-    for package in (labkit, labkit_room):  # the kit, and the room's kernel and server extension
+    for package in (labkit, labkit_room):  # the kit, and the room's kernel and server extensions
         shutil.copytree(Path(package.__file__).parent, target / package.__name__,
                         ignore=shutil.ignore_patterns("__pycache__"))
     (target / "notebooks").mkdir()

@@ -33,7 +33,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit_room import groups
+from labkit_room import groups, learner_paths
 
 # The shared folders of a Linux box a learner can write to, each replaced by one of their own.
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
@@ -64,6 +64,7 @@ class Plan:
     tasks: int            # RLIMIT_NPROC
     file_bytes: int       # RLIMIT_FSIZE
     private_folders: bool  # a mount namespace with the learner's own shared folders
+    uid: int = -1          # the learner's: every private folder must be theirs
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -90,16 +91,39 @@ def hidden_by_private_folders(path: Path) -> str | None:
     return next((shared for shared in SHARED_FOLDERS if resolved.is_relative_to(Path(shared).resolve())), None)
 
 
-def enter_private_folders(home: Path) -> None:
+def private_folder_names() -> list[str]:
+    """The private folders' paths relative to the home (.room/tmp, .room/var-tmp, ...)."""
+    return [str(private_folder(Path("."), shared)) for shared in SHARED_FOLDERS]
+
+
+def open_private_folders(home: Path, uid: int) -> dict[str, int]:
+    """A descriptor of each private folder of the learner `uid` whose shared folder exists here, each
+    opened below `home` by descriptor, never through a link, and checked to be a folder of theirs
+    (:mod:`labkit_room.learner_paths`). Raises LearnerPathError (one line) on the first that is
+    a link, not a folder, or someone else's: a learner who swaps ~/.room/tmp for a link to another
+    learner's folder gets no server, not the other's files."""
+    fds: dict[str, int] = {}
+    try:
+        for shared in SHARED_FOLDERS:
+            if os.path.isdir(shared):
+                fds[shared] = learner_paths.open_folder(home, private_folder(Path("."), shared), uid)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
+
+
+def enter_private_folders(home: Path, uid: int) -> None:
     """This process (and what it starts) gets a mount namespace of its own, in which each shared
     folder that exists is the learner's private copy under `home`. Root only. The copies are opened
-    before the first mount, so a home that lies under a shared folder still binds whole."""
+    (by descriptor, checked: :func:`open_private_folders`) before the first bind, so a home that
+    lies under a shared folder still binds whole."""
     libc = _libc()
     _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Nothing mounted here propagates back to the box, nor the box's later mounts in.
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
-    copies = {shared: os.open(private_folder(home, shared), os.O_PATH | os.O_DIRECTORY)
-              for shared in SHARED_FOLDERS if os.path.isdir(shared)}
+    copies = open_private_folders(home, uid)  # in this namespace: a bind's source must be of it
     try:
         for shared, fd in copies.items():
             _bind(libc, Path(f"/proc/self/fd/{fd}"), shared)
@@ -115,7 +139,7 @@ def enter(plan: Plan) -> None:
     if hierarchy.version in ("v1", "v2"):
         hierarchy.join(plan.room_id, plan.learner)
     if plan.private_folders:
-        enter_private_folders(Path(plan.home))
+        enter_private_folders(Path(plan.home), plan.uid)
     resource.setrlimit(resource.RLIMIT_DATA, (plan.process_bytes, plan.process_bytes))
     resource.setrlimit(resource.RLIMIT_NPROC, (plan.tasks, plan.tasks))
     resource.setrlimit(resource.RLIMIT_FSIZE, (plan.file_bytes, plan.file_bytes))
@@ -138,12 +162,9 @@ def mount_home(home: Path, size_bytes: int, uid: int, gid: int) -> None:
 
 
 def make_private_folders(home: Path, uid: int, gid: int) -> None:
-    for shared in SHARED_FOLDERS:
-        folder = private_folder(home, shared)
-        folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(folder, 0o700)
-        for path in (folder, folder.parent):
-            os.chown(path, uid, gid)
+    """The learner's private folders, made by descriptor below `home` (never through a link)."""
+    for relative in private_folder_names():
+        os.close(learner_paths.open_folder(home, relative, uid, create=True))
 
 
 def unmount_home(home: Path) -> bool:

@@ -27,7 +27,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
 from traitlets import Bool, Dict, Int, Unicode
 
-from labkit_room import accounts, groups, sandbox
+from labkit_room import accounts, groups, learner_paths, sandbox
 from labkit_room.room import is_learner_name
 
 
@@ -38,6 +38,15 @@ def cache_env(home: str) -> dict[str, str]:
     return {"TMPDIR": tmp, "XDG_CACHE_HOME": f"{home}/.cache",
             "TORCHINDUCTOR_CACHE_DIR": f"{home}/.cache/torchinductor", "TRITON_CACHE_DIR": f"{home}/.cache/triton",
             "MPLCONFIGDIR": f"{home}/.config/matplotlib"}
+
+
+def lab_settings_env(home: str) -> dict[str, str]:
+    """JupyterLab's user settings and workspaces in the learner's home, where they belong: the room
+    points JUPYTER_CONFIG_DIR (whose lab/ folder JupyterLab would use for both) at a folder of its own,
+    so that no configuration of the learner's (~/.jupyter/labconfig/page_config.json, which picks
+    the lab's extensions and options, a server config) is read by their server."""
+    return {"JUPYTERLAB_SETTINGS_DIR": f"{home}/.jupyter/lab/user-settings",
+            "JUPYTERLAB_WORKSPACES_DIR": f"{home}/.jupyter/lab/workspaces"}
 
 
 class RoomSpawner(LocalProcessSpawner):
@@ -57,44 +66,60 @@ class RoomSpawner(LocalProcessSpawner):
     def _plan(self) -> sandbox.Plan:
         return sandbox.Plan(room_id=self.room_id, learner=self.user.name, home=self._home(),
                             hierarchy=self.hierarchy, process_bytes=self.process_memory, tasks=self.tasks,
-                            file_bytes=self.disk, private_folders=self.private_folders)
+                            file_bytes=self.disk, private_folders=self.private_folders,
+                            uid=pwd.getpwnam(self.user.name).pw_uid)
 
     def _hierarchy(self) -> groups.Hierarchy:
         return groups.Hierarchy.from_json(self.hierarchy)
 
     def make_preexec_fn(self, name):
-        become_user = super().make_preexec_fn(name)
+        """As root, in the forked child: the sandbox, then the learner's home as the working folder.
+        The child stays root: it runs the reaper (or systemd-run, which runs it), which starts the
+        server as the learner and so stays out of the learner's reach."""
         plan = self._plan()
-        by_systemd = self._hierarchy().version == "systemd"
         home = self._home()
 
         def preexec():
             sandbox.enter(plan)
-            if by_systemd:  # systemd-run, exec'd next, moves the server into its scope and becomes the learner
-                os.chdir(home)
-            else:
-                become_user()
+            os.chdir(home)
 
         return preexec
+
+    def _server_command(self, base_cmd: list[str]) -> list[str]:
+        """The hub's command with the learner's ids for the reaper (the words before its "--")."""
+        entry = pwd.getpwnam(self.user.name)
+        if entry.pw_uid == 0 or entry.pw_gid == 0:
+            raise web.HTTPError(400, f"{self.user.name} is root here: no server")
+        cut = base_cmd.index("--")
+        return [*base_cmd[:cut], "--user", f"{entry.pw_uid}:{entry.pw_gid}", *base_cmd[cut:]]
 
     def get_env(self):
         env = super().get_env()
         env.update(cache_env(self._home()))
+        env.update(lab_settings_env(self._home()))
         return env
 
     async def start(self):
         if not is_learner_name(self.user.name):
             # The instructor administers the room from /hub/admin; only learners have servers.
             raise web.HTTPError(400, f"{self.user.name} has no server in this room: only learners do")
+        if self.private_folders:
+            # Checked here, in the hub, for the learner's one line; the server's own start checks them
+            # again by descriptor (a swap in between is refused there too, in fewer words).
+            try:
+                for fd in sandbox.open_private_folders(self._home(), pwd.getpwnam(self.user.name).pw_uid).values():
+                    os.close(fd)
+            except learner_paths.LearnerPathError as err:
+                self.log.warning("refused %s's server: %s", self.user.name, err)
+                raise web.HTTPError(400, f"your server was not started: {err}") from None
         log = os.open(os.path.join(self.log_dir, f"{self.user.name}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                       0o600)
         base_cmd = list(self.cmd)
         hierarchy = self._hierarchy()
+        self.cmd = self._server_command(base_cmd)
         if hierarchy.version == "systemd":
-            entry = pwd.getpwnam(self.user.name)
             self.cmd = groups.systemd_prefix(hierarchy, self.room_id, self.user.name,
-                                             groups.GroupLimits(int(self.mem_limit), self.tasks),
-                                             entry.pw_uid, entry.pw_gid) + base_cmd
+                                             groups.GroupLimits(int(self.mem_limit), self.tasks)) + self.cmd
         self.popen_kwargs = {"stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
         try:
             return await super().start()
