@@ -301,7 +301,7 @@ COMMANDS = {
     "audit-vllm": Command("is a vLLM tree affected by PR #47066? (exit 1: yes)",
                           add_arguments=_audit_vllm_arguments, run=_audit_vllm),
     "hub": Command("a JupyterHub for a room on one server (as root)", "labkit_room.cli",
-                   install="pip install -e room/ in the kit's checkout (make hub does)"),
+                   install="pip install -e 'room/[hub]' in the kit's checkout (make hub does)"),
     "setup": Command("the set-up: pip's source, a wheelhouse, lab defaults", "labkit.tools.setup", kernels=False),
     "docs": Command("the docs' blocks against their records; --write renders",
                     add_arguments=_docs_arguments, run=_docs),
@@ -398,8 +398,11 @@ def _run(name: str, argv: list[str]) -> int:
         where = f": {err.filename}" if err.filename else ""
         message = f"{err.strerror or err}{where}"
     except ImportError as err:
-        if command.install and (err.name or "").split(".")[0] == command.module.split(".")[0]:
+        missing = (err.name or "").split(".")[0]
+        if command.install and missing == command.module.split(".")[0]:
             message = f"the room is its own distribution, labkit-room, not installed here: {command.install}"
+        elif command.install and missing and missing != "labkit":  # what the room's hub extra brings
+            message = f"the package {missing!r} is not installed: {command.install}"
         else:
             message = missing_dependency_message(name, err)
             if message is None:

@@ -372,11 +372,11 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
 
 # -- binder/ -------------------------------------------------------------------------------------
 
-def test_postbuild_installs_the_kit_alone_then_checks_and_writes_the_overrides():
+def test_postbuild_installs_the_kit_and_the_rooms_package_then_checks_and_writes_the_overrides():
     text = POSTBUILD.read_text()
     assert os.access(POSTBUILD, os.X_OK), "repo2docker runs binder/postBuild only if it is executable"
     installs = re.findall(r"^python -m pip install .*$", text, re.M)
-    assert installs == ["python -m pip install --no-cache-dir --no-deps -e ."], installs
+    assert installs == ["python -m pip install --no-cache-dir --no-deps -e . -e room/"], installs
     assert re.search(r"^python -m pip check$", text, re.M)
     assert re.search(r"^python -m labkit setup lab-overrides$", text, re.M)
 
@@ -544,10 +544,10 @@ def test_postbuild_installs_the_lab_from_the_wheelhouse_alone(room):
     assert done.returncode == 0, f"binder/postBuild failed offline:\n{_tail(done)}"
     output = done.stdout + done.stderr
     assert "Looking in indexes" not in output and "Retrying" not in output, _tail(done)
-    # The split Binder caches by: postBuild installs the kit and nothing else.
+    # The split Binder caches by: postBuild installs the kit (and the room's package) and nothing else.
     installed = re.findall(r"^Successfully installed (.+)$", output, re.M)
     kit = room.python_says("import importlib.metadata as m; print(m.version('labkit'))")
-    assert [line.split() for line in installed] == [[f"labkit-{kit}"]], installed
+    assert [sorted(line.split()) for line in installed] == [[f"labkit-{kit}", f"labkit-room-{kit}"]], installed
     versions = json.loads(room.python_says(
         "import json, importlib.metadata as m; "
         "print(json.dumps({n: m.version(n) for n in ('torch', 'jupyterlab', 'numpy', 'ipywidgets', 'labkit')}))"))
@@ -559,6 +559,10 @@ def test_postbuild_installs_the_lab_from_the_wheelhouse_alone(room):
         assert room.python_says("import importlib.metadata as m; print(m.version('triton'))") == _pin("triton")
     where = room.python_says("import labkit; print(labkit.__file__)")
     assert Path(where).resolve().is_relative_to(room.repo.resolve()), "the kit must come from the repository"
+    # A room on Kubernetes runs this image: each learner's server loads the room's sandboxing extension.
+    extension = room.python_says("from labkit_room import learner_server; print(learner_server.EXTENSION, "
+                                 "learner_server._jupyter_server_extension_points()[0]['module'])")
+    assert extension.split() == ["labkit_room.learner_server"] * 2, extension
     check = subprocess.run([room.python, "-m", "pip", "check"], env=room.environ, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 

@@ -46,7 +46,8 @@ PINS = paths.REPO / "requirements" / "ci.txt"
 # the room's (room/, its own distribution), the build backend pip needs to install the kit itself from
 # the clone, pip and uv (the installer).
 WHEELHOUSE_EXTRAS = "lab,test,browser"
-# The room, beside the kit in the checkout: `make test` installs it (editable) for its hub and room tests.
+# The room, beside the kit in the checkout: `make test` installs it (editable, with its hub extra) for its
+# hub and room tests.
 ROOM = paths.REPO / "room"
 
 
@@ -264,7 +265,7 @@ def install(extras: str, torch: str = "cpu", wheelhouse: str | None = None, inst
     log(f"   packages from: {' '.join(source) or 'the configured indexes'} (TORCH={torch}"
         f"{f' WHEELHOUSE={wheelhouse}' if wheelhouse else ''}); the kit with [{extras}]"
         f"{' and the room' if room else ''}")
-    target = ["-c", str(PINS), "-e", f".[{extras}]", *(["-e", str(ROOM)] if room else [])]
+    target = ["-c", str(PINS), "-e", f".[{extras}]", *(["-e", f"{ROOM}[hub]"] if room else [])]
     uv = _get_uv(source, log) if installer == "auto" else None
     code = 1
     if uv is not None:
@@ -306,7 +307,7 @@ def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     source = pip_source_args(torch, for_download=True)
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
-           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", str(ROOM), *build_requires(),
+           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", f"{ROOM}[hub]", *build_requires(),
            "pip", "uv"]
     print(f"== wheelhouse: pip download into {dest} (TORCH={torch}; "
           f"{' '.join(source) or 'the indexes of pip configuration'})", flush=True)
