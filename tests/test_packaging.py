@@ -542,3 +542,10 @@ def test_the_rooms_measures_outside_a_checkout_say_so_in_one_line(monkeypatch, t
         assert main(["hub", verb, "--help"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "runs from a checkout of the kit" in err, err
+    # Nor does it write the Kubernetes files into the installed package's folder.
+    monkeypatch.setattr(cli, "ROOM", tmp_path)
+    monkeypatch.setattr(cli, "DEPLOY", tmp_path / "deploy")
+    assert main(["hub", "values", "--write"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "leave out --write" in err and not (tmp_path / "deploy").exists(), err
+    assert main(["hub", "values"]) == 0 and "# --- z2jh-values.yaml" in capsys.readouterr().out

@@ -140,6 +140,9 @@ def run(args) -> int:
         if args.hub_command == "logins":
             print(control.write_logins(_number("--learners", args.learners), Path(args.out)))
             return 0
+        if args.write and not (ROOM / "pyproject.toml").is_file():
+            raise LabkitInputError("hub values --write writes room/deploy/ in a checkout of the kit, and this room "
+                                   "is installed without one: leave out --write to print them")
         files = {VALUES_FILE: render_values(), TIME_SLICING_FILE: render_time_slicing()}
         for path, text in files.items():
             if args.write:
