@@ -7,8 +7,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
-# Every extra of pyproject.toml: what `make test` needs (the lab's own set-up takes `lab` alone).
-ALL_EXTRAS := lab,test,browser,hub
+# Every extra of pyproject.toml: what `make test` needs (the lab's own set-up takes `lab` alone). `make
+# test` also installs the room (room/, its own distribution) for its hub and room tests; `make lab` does not.
+ALL_EXTRAS := lab,test,browser
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PIP_INSTALL := $(PIP) install -q --root-user-action=ignore
 # Each stage of `make test` prints its wall time; `scripts/timed --summary` lists them at the end.
@@ -75,7 +76,7 @@ XDIST_NOTEBOOKS := $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadsc
 # The set-up: a venv, then the kit at the pins (python -m labkit setup install: uv where it installs,
 # else pip; it compiles the bytecode on every core afterwards). `make lab` installs the lab extra
 # alone and compiles what the lab imports while it waits, the rest in the background; `make test`
-# (and every other target) every extra, all compiled; either stamp is redone when the pins change.
+# (and every other target) every extra and the room, all compiled; either stamp is redone when the pins change.
 define SETUP
 	@$(TIMED) set-up sh -c '\
 		$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11) and \"labkit needs Python 3.11 or newer; this is \" + sys.version.split()[0] + \": run make PYTHON=python3.11 ...\")" && \
@@ -86,8 +87,8 @@ endef
 $(LAB_STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
 	$(call SETUP,lab,--compile-in-background)
 	@touch $@
-$(STAMP): pyproject.toml requirements/ci.txt labkit/__init__.py
-	$(call SETUP,$(ALL_EXTRAS))
+$(STAMP): pyproject.toml room/pyproject.toml requirements/ci.txt labkit/__init__.py
+	$(call SETUP,$(ALL_EXTRAS),--room)
 	@touch $@ $(LAB_STAMP)
 
 # The venv alone, for `make wheelhouse` (it needs pip, not the kit's packages).
@@ -241,7 +242,7 @@ test-browser: $(STAMP)
 LEARNERS ?= 30
 HUB_ARGS ?=
 hub: $(STAMP)
-	@if command -v npm >/dev/null; then $(BIN)/python -c "from labkit.classroom import proxy as p; p.node_proxy().exists() or p.install_node_proxy()"; fi
+	@if command -v npm >/dev/null; then $(BIN)/python -c "from labkit_room import proxy as p; p.node_proxy().exists() or p.install_node_proxy()"; fi
 	$(BIN)/python -m labkit hub start --learners $(LEARNERS) $(HUB_ARGS)
 
 repro: $(STAMP)

@@ -55,6 +55,9 @@ class Command:
     # Runs the kit's kernels or models: labkit.backends (and torch) is imported before anything else of
     # the command, so that a bad LABKIT_BACKEND is the command's one-line error.
     kernels: bool = True
+    # For a command whose module is another distribution's (the room's): how to install it, said in
+    # one line where it is not installed.
+    install: str = ""
 
 
 def _integer(option: str, text: str, *, positive: bool) -> int:
@@ -297,7 +300,8 @@ COMMANDS = {
                       add_arguments=_agenda_arguments, run=_agenda),
     "audit-vllm": Command("is a vLLM tree affected by PR #47066? (exit 1: yes)",
                           add_arguments=_audit_vllm_arguments, run=_audit_vllm),
-    "hub": Command("a JupyterHub for a room on one server (as root)", "labkit.classroom.cli"),
+    "hub": Command("a JupyterHub for a room on one server (as root)", "labkit_room.cli",
+                   install="pip install -e 'room/[hub]' in the kit's checkout (make hub does)"),
     "setup": Command("the set-up: pip's source, a wheelhouse, lab defaults", "labkit.tools.setup", kernels=False),
     "docs": Command("the docs' blocks against their records; --write renders",
                     add_arguments=_docs_arguments, run=_docs),
@@ -394,9 +398,15 @@ def _run(name: str, argv: list[str]) -> int:
         where = f": {err.filename}" if err.filename else ""
         message = f"{err.strerror or err}{where}"
     except ImportError as err:
-        message = missing_dependency_message(name, err)
-        if message is None:
-            raise
+        missing = (err.name or "").split(".")[0]
+        if command.install and missing == command.module.split(".")[0]:
+            message = f"the room is its own distribution, labkit-room, not installed here: {command.install}"
+        elif command.install and missing and missing != "labkit":  # what the room's hub extra brings
+            message = f"the package {missing!r} is not installed: {command.install}"
+        else:
+            message = missing_dependency_message(name, err)
+            if message is None:
+                raise
     print(f"{PROG} {name}: error: {message}", file=sys.stderr)
     return 2
 

@@ -172,7 +172,7 @@ def default_device() -> torch.device:
 
 
 # More entries for describe(), each a function returning a dict: whoever holds this process to
-# something (a room's kernel start, labkit.classroom.kernel) says so here.
+# something (a room's kernel start, in the room's own package) says so here.
 _DESCRIBED_ALSO: list = []
 
 

@@ -31,11 +31,6 @@ CPU_NOTEBOOKS = paths.DATA / "cpu" / "notebook_times.json"  # each notebook's ru
 CPU_DOWNLOADS = paths.DATA / "cpu" / "downloads.json"  # what a fresh make lab downloads
 CPU_UPSTREAM = paths.DATA / "cpu" / "upstream_audit.json"  # audit-vllm on the releases, interpreted
 CPU_FAMILY = paths.DATA / "cpu" / "family.json"  # the case book's cases on the CPU (python -m labkit family)
-ROOM_CPU = paths.DATA / "hub" / "cpu.json"  # rooms on this CPU machine
-ROOM_GPU = paths.DATA / "hub" / "gpu.json"  # rooms on the GPU box
-KERNEL_MEMORY = paths.DATA / "hub" / "kernel_memory.json"  # one kernel's memory, per torch build
-ROOM_NEIGHBOUR_CPU = paths.DATA / "hub" / "neighbour_cpu.json"  # a learner beside a hostile one, CPU machine
-ROOM_NEIGHBOUR_GPU = paths.DATA / "hub" / "neighbour_gpu.json"  # the same on the GPU box
 
 # Sections whose every run is data: the docs quote the spread over runs (the race's winner, the
 # graph's speed-up over eager launches on each host), so a merge keeps the runs it replaces.

@@ -1,7 +1,7 @@
 """A room on one server, for real: `python -m labkit hub start` with 2 learners on this machine.
 
 Real JupyterHub, real configurable-http-proxy (Node's where Node is, as in CI), real system users,
-real HTTP and the kernels' websockets (labkit.classroom.client), real Chromium. Each learner logs in
+real HTTP and the kernels' websockets (labkit_room.client), real Chromium. Each learner logs in
 through the login form, starts their server, and runs notebook 00's cells from their own student
 edition in their own kernel, one of them after allocating past the room's memory limit; then the
 learners' isolation from each other is checked against the running hub, each as the attack it
@@ -12,7 +12,7 @@ who ends their own server to listen on its port, a process that re-forks every m
 the room closes. The room is closed with Ctrl-C (SIGINT) as an instructor would.
 
 Teardown even on failure: the room fixture's finalizer stops the hub process and then removes,
-by the room's mark, any user it left (labkit.classroom.accounts refuses users without that mark). Needs
+by the room's mark, any user it left (labkit_room.accounts refuses users without that mark). Needs
 root (it creates system users); without root it skips, saying so.
 """
 
@@ -34,23 +34,23 @@ import pytest
 if os.geteuid() != 0:
     pytest.skip("the hub test creates system users (one per learner) and needs root; CI runs it as root",
                 allow_module_level=True)
-pytest.importorskip("jupyterhub", reason="the hub extra is not installed (pip install -e '.[hub]')")
+pytest.importorskip("jupyterhub", reason="the room is not installed (pip install -e room/)")
 
 import warnings  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
 from other_user import command_lines, pids_ever, secrets_seen  # noqa: E402
 
-from labkit.classroom import (  # noqa: E402
+import neighbour  # noqa: E402  (room/bench/, on the tests' path: pyproject.toml)
+from labkit_room import (  # noqa: E402
     accounts,
     groups,
     learner_server,
-    neighbour,
     room,
     runtime,
     sandbox,
 )
-from labkit.classroom.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
+from labkit_room.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
 
 # The learners' servers run as other users: they must reach the kit's packages. A checkout under a
 # closed folder (/root is mode 0700) cannot be served to them; the hub refuses it with this reason.
@@ -69,8 +69,8 @@ if sandbox.hidden_by_private_folders(ROOT) and not sandbox.can_mount():
 # add a server, a kernel and a user to start and remove, and check nothing the two do not.
 LEARNERS = 2
 # The smallest per-process limit a room allows with this machine's torch build
-# (labkit.classroom.room.MIN_MEMORY_GIB, set from what a kernel was measured to need:
-# labkit/data/hub/kernel_memory.json), and the learner's memory that gives it.
+# (labkit_room.room.MIN_MEMORY_GIB, set from what a kernel was measured to need:
+# room/labkit_room/data/kernel_memory.json), and the learner's memory that gives it.
 MEMORY_GIB = room.min_memory_gib()
 MEMORY = f"{MEMORY_GIB + room.SERVER_ALLOWANCE_GIB:g}G"
 DISK = "256M"
@@ -355,7 +355,8 @@ def check_the_room_says_what_this_box_enforces(hub, learners):
     enforced = json.loads((hub.state / "enforced.json").read_text())
     printed = " ".join("".join(hub.output).split())
     whats = [line["what"] for line in enforced]
-    assert whats == ["memory", "processes", "CPU", "disk", "shared folders", "kernel sockets", "pages", "close",
+    assert whats == ["memory", "processes", "CPU", "disk", "shared folders", "kernel sockets", "pages",
+                     "server's parent", "close",
                      "GPU memory"], whats
     for line in enforced:
         said = ("enforced " if line["enforced"] else "NOT enforced ") + f"{line['what']}: {line['how']}"
@@ -623,7 +624,7 @@ def _timed_notebook_00(person: Learner) -> tuple[float, list]:
 
 def check_a_noisy_neighbour_leaves_the_other_learner_working(hub, learners):
     """B runs notebook 00 in an idle room, then again while A runs busy processes, fills memory past
-    A's cap, fills /dev/shm and the home, and forks until refused (labkit.classroom.neighbour). B
+    A's cap, fills /dev/shm and the home, and forks until refused (neighbour). B
     meets no failure; each of A's attempts stopped at A's own limit. B's time against the idle run
     is printed (the room's bench records it: python -m labkit hub bench --neighbour), not asserted:
     this machine's 2 cores are shared with other work."""
@@ -704,6 +705,193 @@ def check_a_learner_cannot_replace_their_server(hub, learners):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
+def _box_namespaces() -> dict[str, str]:
+    return {kind: os.readlink(f"/proc/self/ns/{kind}") for kind in ("user", "net", "ipc")}
+
+
+def check_each_kernel_has_namespaces_of_its_own_and_the_reaper_is_out_of_reach(hub, learners):
+    """A's kernel is in a user, network and IPC namespace of its own (loopback alone: it can neither
+    reach another's sockets nor listen on the box), on every box the room opens on; the reaper above
+    A's server is root's, and nothing of A's may signal, trace or read it."""
+    a = learners[0]
+    server, _url = _server_of(a.name)
+    reaper = int(Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert Path(f"/proc/{reaper}").stat().st_uid == 0 and "reaper.py" in Path(f"/proc/{reaper}/cmdline").read_text()
+    with a.new_kernel() as kernel:
+        probe = kernel.execute(
+            "import ctypes, json, os, signal, socket\n"
+            "def tried(step):\n"
+            "    try:\n"
+            "        step(); return 'allowed'\n"
+            "    except OSError:\n"
+            "        return 'refused'\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"print(json.dumps([{{k: os.readlink(f'/proc/self/ns/{{k}}') for k in ('user', 'net', 'ipc')}},\n"
+            "    sorted(n for _, n in socket.if_nameindex()),\n"
+            f"    tried(lambda: os.kill({reaper}, signal.SIGTERM)),\n"
+            f"    tried(lambda: open('/proc/{reaper}/environ').read()),\n"
+            f"    'allowed' if libc.ptrace(16, {reaper}, 0, 0) == 0 else 'refused']))")
+    assert probe.error is None, probe.text()
+    namespaces, interfaces, signalled, environ, traced = json.loads(probe.text().strip().splitlines()[-1])
+    box = _box_namespaces()
+    assert all(namespaces[k] != box[k] for k in box), (namespaces, box)
+    assert interfaces == ["lo"], interfaces
+    assert (signalled, environ, traced) == ("refused", "refused", "refused")
+    assert neighbour.running(reaper)
+
+
+def check_the_instructor_never_opens_a_learners_server(hub, learners):
+    """A signs a notebook whose output would run script; the instructor, who could once open any
+    server through JupyterHub's admin access, cannot open A's at all, nor make A admin, nor take a
+    token in A's name: the instructor's role has the admin page and no more."""
+    a = learners[0]
+    instructor = Learner(hub.url, room.ADMIN_USER, hub.passwords[room.ADMIN_USER])
+    instructor.login()
+    instructor.new_token()
+    assert instructor.session.get(f"{hub.url}/hub/admin", timeout=30).status_code == 200
+    for path in (START_PAGE, "/api/contents", "/files/" + room.START_NOTEBOOK):
+        page = instructor.session.get(f"{hub.url}/user/{a.name}{path}", timeout=60)
+        assert not (page.status_code == 200 and page.url.startswith(f"{hub.url}/user/{a.name}/")), (path, page.url)
+    assert instructor.server_api("GET", "/contents", user=a.name).status_code in (302, 403, 404)
+    assert instructor.hub_api("PATCH", f"/users/{a.name}", json={"admin": True}).status_code == 403
+    assert instructor.hub_api("POST", f"/users/{a.name}/tokens", json={"note": "x"}).status_code in (403, 404)
+    assert a.hub_api("GET", f"/users/{a.name}").json()["admin"] is False
+    users = instructor.hub_api("GET", "/users")
+    assert users.status_code == 200 and {u["name"] for u in users.json()} >= {p.name for p in learners}
+
+
+def check_a_learners_own_config_changes_nothing_and_the_kit_is_not_theirs_to_write(hub, learners):
+    """A writes ~/.jupyter/labconfig/page_config.json (what JupyterLab's page would run with) and a
+    server config: A's lab page carries none of it. Nothing in the kit's checkout, its environment
+    included (.venv/.lock), is writable by A's kernel."""
+    a = learners[0]
+    with a.new_kernel() as kernel:
+        planted = kernel.execute(
+            "import json, os\n"
+            "d = os.path.expanduser('~/.jupyter/labconfig'); os.makedirs(d, exist_ok=True)\n"
+            "json.dump({'labkitPlantedByA': 'yes', 'disabledExtensions': {'@jupyterlab/apputils-extension': True}},\n"
+            "          open(d + '/page_config.json', 'w'))\n"
+            "open(os.path.expanduser('~/.jupyter/jupyter_server_config.json'), 'w').write(\n"
+            "    json.dumps({'ServerApp': {'terminals_enabled': True}}))\n"
+            f"root = {str(ROOT)!r}\n"
+            "writable = []\n"
+            "for top, dirs, files in os.walk(root):\n"
+            "    dirs[:] = [d for d in dirs if d != '.git' or top != root]\n"
+            "    paths = [os.path.join(top, n) for n in dirs + files]\n"
+            "    writable += [p for p in paths if not os.path.islink(p) and os.access(p, os.W_OK)]\n"
+            "print(json.dumps(writable[:20]))")
+    assert planted.error is None, planted.text()
+    assert json.loads(planted.text().strip().splitlines()[-1]) == [], planted.text()
+    if runtime.has_lab():
+        page = a.session.get(a.server_url() + "/lab", timeout=60)
+        assert page.status_code == 200 and "JupyterLab" in page.text, page.status_code
+        assert "labkitPlantedByA" not in page.text, "A's page_config.json reached A's lab page"
+
+
+def check_a_swapped_private_folder_is_refused_and_a_link_is_not_followed(hub, learners):
+    """A swaps ~/.room/tmp for a link to B's folder (and ~/.room for a link to B's), and leaves links
+    and a hard link among their notebooks for the close to copy: A's server does not start over a
+    swapped folder, saying why in one line; the instructor's log names A. A's own folders back, it
+    starts."""
+    a, b = learners[0], learners[1]
+    b_folder = room_home(b.name) / room.LEARNER_FOLDER
+    with a.new_kernel() as kernel:
+        planted = kernel.execute(
+            "import os\n"
+            "room = os.path.expanduser('~/.room')\n"
+            "os.rename(room + '/tmp', room + '/tmp-mine')\n"
+            f"os.symlink({str(b_folder)!r}, room + '/tmp')\n"
+            f"lab = os.path.expanduser('~/{room.LEARNER_FOLDER}')\n"
+            f"os.symlink({str(b_folder / room.START_NOTEBOOK)!r}, lab + '/b-00.ipynb')\n"
+            f"os.symlink({str(b_folder)!r}, lab + '/b-folder')\n"
+            "open(lab + '/mine.txt', 'w').write('A wrote this')\n"
+            "os.link(lab + '/mine.txt', lab + '/mine-again.txt')\n")
+    assert planted.error is None, planted.text()
+    assert a.hub_api("DELETE", f"/users/{a.name}/server").status_code in (202, 204)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and a.hub_api("GET", f"/users/{a.name}").json()["servers"]:
+        time.sleep(0.5)
+    home = room_home(a.name)
+    for swap in ("tmp", ".room"):
+        if swap == ".room":  # the whole folder above, a link to B's
+            (home / ".room" / "tmp").unlink()
+            (home / ".room").rename(home / ".room-mine")
+            (home / ".room").symlink_to(room_home(b.name) / ".room")
+        started = a.hub_api("POST", f"/users/{a.name}/server")
+        assert started.status_code >= 400, (swap, started.status_code, started.text[:300])
+        message = started.json().get("message", "")
+        assert "refused" in message and "\n" not in message, (swap, message)
+        assert not _servers_of(a.name), swap
+    log = (hub.state / "hub.log").read_text()
+    assert f"refused {a.name}'s server" in log
+    (home / ".room").unlink()
+    (home / ".room-mine").rename(home / ".room")
+    (home / ".room" / "tmp-mine").rename(home / ".room" / "tmp")
+    a.start_server()
+    with a.new_kernel() as kernel:
+        assert kernel.execute("print(1)").error is None
+
+
+def _servers_of(name: str) -> list[int]:
+    uid = pwd.getpwnam(name).pw_uid
+    return [pid for pid in accounts.pids_of(uid) if "jupyterhub.singleuser" in Path(f"/proc/{pid}/cmdline").read_text()]
+
+
+def check_a_fork_and_exit_load_leaves_the_room_open(hub, learners):
+    """B's processes fork and exit by the thousand for 20 s, below the hub the room watches: the room
+    stays open (once, a process that went between two reads of it closed the room, deleting every
+    learner's home)."""
+    b = learners[1]
+    with b.new_kernel() as kernel:
+        storm = ("import os, random, time\n"
+                 "end, alive = time.monotonic() + 20, 0\n"
+                 "while time.monotonic() < end:\n"
+                 "    if alive >= 24:\n"
+                 "        os.wait(); alive -= 1\n"
+                 "    try:\n"
+                 "        if os.fork() == 0:\n"
+                 "            time.sleep(random.uniform(0.002, 0.01)); os._exit(0)\n"
+                 "        alive += 1\n"
+                 "    except OSError:\n"
+                 "        time.sleep(0.001)\n")
+        started = kernel.execute(
+            "import subprocess, sys\n"
+            f"_storm = [subprocess.Popen([sys.executable, '-c', {storm!r}]) for _ in range(4)]\n")
+        assert started.error is None, started.text()
+        # The kernel stays open meanwhile: ipykernel ends its children when it shuts down.
+        uid, seen, deadline = pwd.getpwnam(b.name).pw_uid, set(), time.monotonic() + 22
+        while time.monotonic() < deadline:
+            seen |= pids_ever(uid)
+            time.sleep(0.2)
+    assert len(seen) > 500, f"the load did not run: {len(seen)} pids of B seen"
+    assert hub.proc.poll() is None, "".join(hub.output[-20:])
+    assert not any("closing the room" in line for line in hub.output), "".join(hub.output[-20:])
+    assert all(room_home(p.name).is_dir() for p in learners)
+
+
+def _ipc_of(uids) -> list[str]:
+    """System V IPC objects on the box's table that `uids` own or made, read here from /proc."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        for row in rows:
+            fields = dict(zip(header.split(), row.split(), strict=False))
+            if {int(fields["uid"]), int(fields["cuid"])} & set(uids):
+                found.append(f"{kind} {row.split()[1]}")
+    return found
+
+
+def check_a_learners_ipc_is_their_kernels_own(hub, learners):
+    """A's kernel makes System V shared memory: it lives in the kernel's IPC namespace, never in the
+    box's table, where another learner (or a later room's learner given A's uid) would find it."""
+    a = learners[0]
+    with a.new_kernel() as kernel:
+        made = kernel.execute("import ctypes\nlibc = ctypes.CDLL(None)\nprint(libc.shmget(0, 4096, 0o1000 | 0o600))")
+    assert made.error is None and int(made.text().split()[-1]) >= 0, made.text()
+    uid = pwd.getpwnam(a.name).pw_uid
+    assert _ipc_of([uid]) == [], "A's segment is in the box's IPC namespace"
+
+
 def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
     """B leaves a process that forks a new copy of itself and exits, every millisecond: killing its
     pids one by one never catches it. The close must (check_ctrl_c_closes_the_room_and_leaves_nothing)."""
@@ -722,9 +910,20 @@ def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
     assert pids_ever(uid) - first, "the re-forking process is not re-forking"
 
 
+# What a learner's process on the box's IPC namespace would leave (a room on a box without IPC
+# namespaces, or one of an earlier kit): a segment, a semaphore set and a queue, made here as B.
+_MAKE_IPC = ("import ctypes, sys\nlibc = ctypes.CDLL(None)\n"
+             "ids = [libc.shmget(0, 4096, 0o1000 | 0o600), libc.semget(0, 1, 0o1000 | 0o600),"
+             " libc.msgget(0, 0o1000 | 0o600)]\nprint(*ids)\nsys.exit(min(ids) < 0)")
+
+
 def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     uids = [pwd.getpwnam(p.name).pw_uid for p in learners]
     homes = [room_home(p.name) for p in learners]
+    spec = json.loads((hub.state / "room.json").read_text())  # the learners' Python, which B may run
+    ipc = subprocess.run([spec["learner_python"], "-c", _MAKE_IPC], user=uids[1], group=uids[1], extra_groups=[],
+                         cwd="/", capture_output=True, text=True, timeout=60, env=spec["learner_env"])
+    assert ipc.returncode == 0 and _ipc_of([uids[1]]), ipc.stderr
     hub.proc.send_signal(signal.SIGINT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any("closing the room" in line for line in hub.output):
@@ -736,6 +935,18 @@ def check_ctrl_c_closes_the_room_and_leaves_nothing(hub, learners):
     assert not any(accounts.exists(p.name) for p in learners)
     assert not any(h.exists() for h in homes)
     assert not any(accounts.pids_of(uid) for uid in uids)
+    assert _ipc_of(uids) == [], "a learner's IPC object outlived the close"
+    # Each learner's work, saved before their home went, where the guide says: links and hard links left out.
+    room_id = json.loads((hub.state / "state.json").read_text())["room_id"]
+    saved = hub.state.with_name(hub.state.name + "-work") / room_id
+    for person in learners:
+        assert (saved / person.name / room.START_NOTEBOOK).is_file(), sorted(saved.glob("*/*"))
+    a_saved = saved / learners[0].name
+    assert not [p for p in a_saved.rglob("*") if p.is_symlink()]
+    assert not (a_saved / "b-00.ipynb").exists() and not (a_saved / "b-folder").exists()
+    assert not (a_saved / "mine.txt").exists()  # two links to it: either name might have been another's
+    assert stat.S_IMODE(saved.parent.stat().st_mode) == 0o700 and saved.parent.stat().st_uid == 0
+    assert any(f"saved {learners[0].name}'s work" in line for line in hub.output)
     seen = {uid: pids_ever(uid) for uid in uids}
     time.sleep(1)
     assert not any(pids_ever(uid) - seen[uid] for uid in uids), "a learner's process still forks after the close"
@@ -808,7 +1019,13 @@ CHECKS = [check_the_room_says_what_this_box_enforces, check_each_learner_is_one_
           check_no_secret_lands_where_a_learner_reads, check_no_token_is_on_any_command_line,
           check_a_learners_page_runs_no_script_for_anyone, check_the_gpu_share_is_what_the_room_says,
           check_nothing_of_a_learner_is_shared,
+          check_each_kernel_has_namespaces_of_its_own_and_the_reaper_is_out_of_reach,
+          check_the_instructor_never_opens_a_learners_server,
+          check_a_learners_own_config_changes_nothing_and_the_kit_is_not_theirs_to_write,
+          check_a_learners_ipc_is_their_kernels_own,
+          check_a_fork_and_exit_load_leaves_the_room_open,
           check_a_noisy_neighbour_leaves_the_other_learner_working,
+          check_a_swapped_private_folder_is_refused_and_a_link_is_not_followed,
           # last before the close: one ends a learner's server, the other leaves a process for the close
           check_a_learner_cannot_replace_their_server, check_a_reforking_process_runs_when_the_room_closes]
 

@@ -1,7 +1,7 @@
 """Past one box: the Zero to JupyterHub values and the GPU time-slicing config that
-labkit/classroom/deploy/ ships parse, are labkit.classroom.room's rendering, and name the same image,
+room/deploy/ ships parse, are labkit_room.room's rendering, and name the same image,
 limits and start notebook as the one-box hub's own JupyterHub configuration
-(labkit/classroom/jupyterhub_config.py, loaded here as JupyterHub loads it); only the learners log
+(room/labkit_room/jupyterhub_config.py, loaded here as JupyterHub loads it); only the learners log
 in, each with their own password, through the room's authenticator mounted into the chart's hub
 (never the chart's default DummyAuthenticator). No root needed."""
 
@@ -15,16 +15,16 @@ import pytest
 yaml = pytest.importorskip("yaml")
 from traitlets.config import Config  # noqa: E402
 
-from labkit.classroom import cli, groups, room  # noqa: E402
-from labkit.classroom.limits import GPU_SHARE_ENV  # noqa: E402
+from labkit_room import cli, groups, room  # noqa: E402
+from labkit_room.limits import GPU_SHARE_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-VALUES = ROOT / "labkit" / "classroom" / "deploy" / "z2jh-values.yaml"
-SLICING = ROOT / "labkit" / "classroom" / "deploy" / "nvidia-time-slicing.yaml"
+VALUES = ROOT / "room" / "deploy" / "z2jh-values.yaml"
+SLICING = ROOT / "room" / "deploy" / "nvidia-time-slicing.yaml"
 
 
 def _one_box_config(tmp_path, learners: int, **changes) -> Config:
-    """The one-box hub's configuration for a room of `learners`, as labkit.classroom.control starts it."""
+    """The one-box hub's configuration for a room of `learners`, as labkit_room.control starts it."""
     limits = room.limits_for(learners, host_memory=learners * 8 * 2**30, cores=learners)
     spec = {"state_dir": str(tmp_path), "room_id": "r1", "learners": room.learner_names(learners),
             "bind_url": "http://127.0.0.1:8000", "public_url": "http://127.0.0.1:8000", "subdomains": False,
@@ -34,7 +34,7 @@ def _one_box_config(tmp_path, learners: int, **changes) -> Config:
             "log_dir": str(tmp_path), "learner_env": {}, **changes}
     (tmp_path / "room.json").write_text(json.dumps(spec))
     config = Config()
-    code = (ROOT / "labkit" / "classroom" / "jupyterhub_config.py").read_text()
+    code = (ROOT / "room" / "labkit_room" / "jupyterhub_config.py").read_text()
     import os
 
     os.environ["LABKIT_HUB_ROOM"] = str(tmp_path / "room.json")
@@ -67,7 +67,8 @@ def test_the_chart_values_match_the_one_box_hub(tmp_path):
     assert f"--image-name {room.IMAGE_NAME}:{room.IMAGE_TAG} ." in build and room.IMAGE_REPO_DIR in build
     # The same start notebook, in the same learner folder.
     assert single["defaultUrl"] == one_box.Spawner.default_url == f"/lab/tree/{room.START_NOTEBOOK}"
-    assert Path(single["notebookDir"]).name == Path(one_box.Spawner.notebook_dir).name == room.LEARNER_FOLDER
+    notebook_dir = values["hub"]["config"]["KubeSpawner"]["notebook_dir"]
+    assert Path(notebook_dir).name == Path(one_box.Spawner.notebook_dir).name == room.LEARNER_FOLDER
     assert room.LEARNER_FOLDER in single["lifecycleHooks"]["postStart"]["exec"]["command"][-1]
     # The same limits: memory, GPU share, idle culling.
     assert _bytes(single["memory"]["limit"]) == one_box.Spawner.mem_limit
@@ -128,10 +129,10 @@ def test_the_torch_build_is_read_right_without_importing_torch():
 
 
 def test_each_builds_memory_floor_covers_what_a_kernel_was_measured_to_need():
-    """The floors of labkit.classroom.room against labkit/data/hub/kernel_memory.json: one learner's
+    """The floors of labkit_room.room against room/labkit_room/data/kernel_memory.json: one learner's
     notebooks 00, 01 and repro passed under a data limit of 0.9 of the floor or less, at every
     thread count measured; and on the CUDA box the one BLAS thread a room sets is what keeps it so."""
-    from labkit.classroom import kernel_memory
+    import kernel_memory
 
     record = json.loads(kernel_memory.RECORD.read_text())
     assert sorted(record) == sorted(room.MIN_MEMORY_GIB)  # every build a room knows was measured
@@ -151,9 +152,9 @@ def test_each_builds_memory_floor_covers_what_a_kernel_was_measured_to_need():
 
 @pytest.mark.parametrize("needs_mib,peak_mib", [(1536, 1538), (1424, 1412), (700, 300), (288, 600)])
 def test_the_memory_bisection_finds_the_smallest_limit_that_passes(monkeypatch, needs_mib, peak_mib):
-    """labkit.classroom.kernel_memory's search, against a stand-in workload that passes exactly from
+    """kernel_memory's search, against a stand-in workload that passes exactly from
     `needs_mib` on and reports a sampled peak of `peak_mib`: below, at and far from the need."""
-    from labkit.classroom import kernel_memory as km
+    import kernel_memory as km
 
     runs = []
 
@@ -177,7 +178,7 @@ def test_a_zombie_hub_start_counts_as_gone_so_hub_stop_does_not_wait_on_it():
     import sys
     import time
 
-    from labkit.classroom import control
+    from labkit_room import control
 
     if not Path("/proc/self/stat").exists():
         pytest.skip("no /proc here: _alive has only the signal's answer, and a zombie answers it")
@@ -201,7 +202,7 @@ def test_the_rooms_state_is_replaced_whole_so_a_reader_never_sees_it_half_writte
     leaves the old record (the users to remove) in place, with no stray file beside it."""
     import os
 
-    from labkit.classroom import control
+    from labkit_room import control
 
     room_state = control.Room(state_dir=tmp_path, room_id="r1", learners=["a"], public_url="http://x")
     room_state.save()
@@ -247,9 +248,10 @@ def authenticator_problems(values: dict) -> list[str]:
                    if f.get("mountPath", "").endswith(f"/{room.Z2JH_AUTH_MODULE}.py")]
         if not mounted:
             problems.append(f"{room.Z2JH_AUTH_MODULE} is not mounted into the hub")
-    allowed = (config.get("Authenticator") or {}).get("allowed_users")
-    if sorted(allowed or []) != room.learner_names(len(allowed or [1])):
-        problems.append(f"allowed_users {allowed!r}: the learners, and only them")
+    allowed = sorted((config.get("Authenticator") or {}).get("allowed_users") or [])
+    learners = [name for name in allowed if name != room.ADMIN_USER]
+    if room.ADMIN_USER not in allowed or learners != room.learner_names(len(learners or [1])):
+        problems.append(f"allowed_users {allowed!r}: the learners and the instructor, and only them")
     return problems
 
 
@@ -270,7 +272,7 @@ def test_past_one_box_only_the_learners_log_in_each_with_their_own_password(tmp_
     assert authenticator_problems(changed)
     # The mounted file is the kit's own authenticator, it needs nothing of the kit in the hub image...
     source = values["hub"]["extraFiles"]["labkit-room-auth"]["stringData"]
-    assert source == (ROOT / "labkit" / "classroom" / "auth.py").read_text()
+    assert source == (ROOT / "room" / "labkit_room" / "auth.py").read_text()
     assert "labkit" not in " ".join(line for line in source.splitlines() if line.startswith(("import", "from")))
     # ... and, loaded from that file alone, lets each in with their password and nobody with another.
     path = tmp_path / f"{room.Z2JH_AUTH_MODULE}.py"
@@ -297,7 +299,7 @@ def test_past_one_box_only_the_learners_log_in_each_with_their_own_password(tmp_
 
 
 def test_hub_logins_writes_the_hashes_and_the_credentials_for_the_owner_alone(tmp_path):
-    from labkit.classroom import control
+    from labkit_room import control
 
     said = control.write_logins(2, tmp_path / "logins")
     hashes = json.loads((tmp_path / "logins" / room.LOGINS_FILE).read_text())
@@ -313,8 +315,9 @@ def test_hub_logins_writes_the_hashes_and_the_credentials_for_the_owner_alone(tm
 def test_the_measured_workload_is_read_from_a_learners_own_folder_and_from_notebooks(tmp_path):
     """The bench runs notebooks 00 and 01 from each learner's folder, where they carry the learner's
     names, and kernel-memory runs them from notebooks/: the same cells either way."""
+    import workload
     from labkit import paths
-    from labkit.classroom import runtime, workload
+    from labkit_room import runtime
 
     folder = tmp_path / room.LEARNER_FOLDER
     runtime.build_learner_folder(folder)
@@ -338,14 +341,14 @@ def test_a_session_start_is_a_time_of_day_still_to_come_in_one_line():
 
 
 def test_the_culler_waits_for_the_session_marks_running_servers_active_then_becomes_the_culler(monkeypatch):
-    """labkit/classroom/culler.py against a stand-in hub API over real HTTP: it sleeps until the
+    """room/labkit_room/culler.py against a stand-in hub API over real HTTP: it sleeps until the
     session's start, posts activity for each user with a running server (not the others), then
     execs jupyterhub-idle-culler with its arguments."""
     import threading
     import time
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from labkit.classroom import culler
+    from labkit_room import culler
 
     posted = []
 
@@ -385,3 +388,74 @@ def test_the_culler_waits_for_the_session_marks_running_servers_active_then_beco
     body = posted[0][1]
     assert set(body["servers"]) == {""} and body["servers"][""]["last_activity"] == body["last_activity"]
     assert execs[0][1:] == ["-m", "jupyterhub_idle_culler", "--timeout=60"]
+
+
+# Every key the values set, as the chart's release room.Z2JH_CHART_VERSION documents it (its
+# values.yaml and schema): a path, or a path whose whole subtree is free-form (hub.config is traitlets
+# configuration, passed to JupyterHub as it is; loadRoles, extraFiles and extraEnv are maps of the
+# operator's names).
+CHART_KEYS = {
+    "hub.config": "free", "hub.loadRoles": "free", "hub.extraFiles": "free", "hub.extraVolumes": "free",
+    "hub.extraVolumeMounts": "free", "singleuser.image.name": "", "singleuser.image.tag": "",
+    "singleuser.defaultUrl": "", "singleuser.memory.limit": "", "singleuser.memory.guarantee": "",
+    "singleuser.cpu.limit": "", "singleuser.cpu.guarantee": "", "singleuser.extraResource.limits": "free",
+    "singleuser.extraEnv": "free", "singleuser.lifecycleHooks": "free", "singleuser.networkPolicy.enabled": "",
+    **{f"singleuser.networkPolicy.egressAllowRules.{rule}": "" for rule in (
+        "cloudMetadataServer", "dnsPortsCloudMetadataServer", "dnsPortsKubeSystemNamespace", "dnsPortsPrivateIPs",
+        "nonPrivateIPs", "privateIPs")},
+    "cull.enabled": "", "cull.timeout": "", "cull.every": "", "scheduling.userScheduler.enabled": "",
+}
+
+
+def undocumented_keys(values: dict, prefix: str = "") -> list[str]:
+    found = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if CHART_KEYS.get(path) == "free" or (path in CHART_KEYS and not isinstance(value, dict)):
+            continue
+        if isinstance(value, dict) and any(k.startswith(path + ".") for k in CHART_KEYS):
+            found += undocumented_keys(value, path + ".")
+        else:
+            found.append(path)
+    return found
+
+
+def test_the_chart_values_name_their_release_and_set_only_keys_it_documents():
+    text = VALUES.read_text()
+    assert f"--version {room.Z2JH_CHART_VERSION}" in text and f"release {room.Z2JH_CHART_VERSION}" in text
+    values = yaml.safe_load(text)
+    assert undocumented_keys(values) == []
+    values["singleuser"]["notebookDir"] = "/home/jovyan"  # not a key of the chart: the check bites
+    assert undocumented_keys(values) == ["singleuser.notebookDir"]
+
+
+def test_the_chart_values_carry_the_one_box_rooms_defences(tmp_path):
+    values = yaml.safe_load(VALUES.read_text())
+    config = values["hub"]["config"]
+    one_box = _one_box_config(tmp_path, room.Z2JH_LEARNERS_PER_GPU)
+    # Nobody is admin; the instructor's role is the one-box room's: the admin page, never a learner's server.
+    assert config["Authenticator"]["admin_users"] == [] == sorted(one_box.Authenticator.admin_users)
+    role = values["hub"]["loadRoles"][room.ADMIN_USER]
+    one_box_role = next(r for r in one_box.JupyterHub.load_roles if r["name"] == room.ADMIN_USER)
+    assert role["scopes"] == one_box_role["scopes"] and role["users"] == [room.ADMIN_USER]
+    assert "admin-ui" in role["scopes"] and not set(role["scopes"]) & set(room.INSTRUCTOR_NEVER)
+    # No user configuration; every page but JupyterLab's sandboxed (the kit's extension); no terminal.
+    spawner = config["KubeSpawner"]
+    assert spawner["disable_user_config"] is True and one_box.Spawner.disable_user_config is True
+    args = " ".join(spawner["args"])
+    assert "'labkit_room.learner_server': True" in args and "--ServerApp.terminals_enabled=False" in args
+    def split(args):  # (the extensions enabled, the other arguments)
+        import ast
+
+        flag = "--ServerApp.jpserver_extensions="
+        extensions = [ast.literal_eval(a[len(flag):]) for a in args if a.startswith(flag)]
+        return set().union(*extensions), {a for a in args if not a.startswith(flag)}
+
+    (chart_extensions, chart_args), (box_extensions, box_args) = split(spawner["args"]), split(one_box.Spawner.args)
+    assert chart_extensions <= box_extensions and chart_args <= box_args, (spawner["args"], one_box.Spawner.args)
+    # A NetworkPolicy: a learner's pod reaches no other pod (private addresses) nor the cloud's metadata.
+    policy = values["singleuser"]["networkPolicy"]
+    assert policy["enabled"] is True
+    rules = policy["egressAllowRules"]
+    assert rules["privateIPs"] is False and rules["cloudMetadataServer"] is False
+    assert rules["dnsPortsPrivateIPs"] is False

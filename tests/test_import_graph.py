@@ -20,6 +20,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "labkit"
 ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+# The room's package (its own distribution, room/): placed in the same table, above the lesson.
+ROOM_PACKAGE = PACKAGE.parent / "room" / "labkit_room"
 
 
 def _module_name(path: Path, root: Path = PACKAGE) -> str:
@@ -158,8 +160,9 @@ def imports_of(source: str, module: str, modules: set[str], is_package: bool = F
     return found - {module}
 
 
-def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
-    paths = {_module_name(p, root): p for p in root.rglob("*.py")}
+def import_graph(*roots: Path) -> dict[str, set[str]]:
+    """Every module of the given package folders (the lesson's and the room's by default) and what it imports."""
+    paths = {_module_name(p, root): p for root in roots or (PACKAGE, ROOM_PACKAGE) for p in root.rglob("*.py")}
     modules = set(paths)
     return {name: imports_of(path.read_text(), name, modules, path.name == "__init__.py")
             for name, path in paths.items()}
@@ -243,10 +246,13 @@ def test_imports_flow_down_the_layers():
     assert not up, "imports that go up a layer:\n" + "\n".join(up)
 
 
-def test_the_core_never_imports_the_classroom():
+def test_the_lesson_never_imports_the_room():
+    # Only the command line's dispatcher, above the room, names it (python -m labkit hub).
     table, graph = layers(), import_graph()
-    core = [m for m in graph if layer_of(m, table) < table["labkit.classroom"]]
-    assert core and not [m for m in core if any(d.startswith("labkit.classroom") for d in graph[m])]
+    lesson = [m for m in graph if layer_of(m, table) < table["labkit_room"]]
+    assert lesson and all(m == "labkit" or m.startswith("labkit.") for m in lesson)
+    assert "labkit_room.cli" in graph and not [m for m in lesson if any(d.startswith("labkit_room") for d in graph[m])]
+    assert layer_of("labkit.__main__", table) > table["labkit_room"]
 
 
 def test_the_layer_check_finds_an_import_that_goes_up():

@@ -1,4 +1,4 @@
-"""labkit.classroom.lab_server: a browser that drops a kernel's websocket during its handshake leaves no
+"""labkit.tools.lab_server: a browser that drops a kernel's websocket during its handshake leaves no
 traceback in the server's log. Real servers, real HTTP, a real kernel: the socket is closed while
 the server still waits for the kernel's first reply, as a reload does."""
 
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.classroom import lab_server
-from labkit.tools import lab
+from labkit.tools import lab, lab_server
 
 pytest.importorskip("jupyter_server")
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +85,7 @@ def server_log_after_a_dropped_socket(tmp_path: Path, patched: bool) -> str:
 def test_a_socket_dropped_during_its_handshake_leaves_no_traceback(tmp_path):
     bare = server_log_after_a_dropped_socket(tmp_path, patched=False)
     # Without the patch this jupyter_server logs the traceback (so the test reaches the race); the day
-    # it does not, jupyter-server#1265 is fixed in the pinned version and labkit.classroom.lab_server can go.
+    # it does not, jupyter-server#1265 is fixed in the pinned version and labkit.tools.lab_server can go.
     assert "'NoneType' object has no attribute 'kernel_ws_protocol'" in bare, bare[-1500:]
     quiet = server_log_after_a_dropped_socket(tmp_path, patched=True)
     # The race's own traceback and its 500 are gone (a kernel process's own output is not this test's).

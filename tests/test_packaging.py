@@ -3,15 +3,18 @@ environment.yml, README, Makefile, .ci/run and the scripts behind `make lab` and
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ import labkit
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+ROOM_PYPROJECT = tomllib.loads((ROOT / "room" / "pyproject.toml").read_text())
 README = (ROOT / "README.md").read_text()
 MAKEFILE = (ROOT / "Makefile").read_text()
 CI_RUN = (ROOT / ".ci/run").read_text()
@@ -84,7 +88,10 @@ def test_the_version_is_written_once_in_labkit_init():
     assert Version(labkit.__version__)  # a valid version string
     writers = [p.relative_to(ROOT).as_posix() for p in _tracked_text_files()
                if re.search(r"""^\s*(__version__|version)\s*=\s*["']\d""", p.read_text(errors="replace"), re.M)]
-    assert writers == ["labkit/__init__.py"], f"the version is written in {writers}"
+    # The room's distribution is built from its own folder, which cannot read labkit.__version__: it
+    # writes the same version, and this holds the two equal.
+    assert sorted(writers) == ["labkit/__init__.py", "room/pyproject.toml"], f"the version is written in {writers}"
+    assert ROOM_PYPROJECT["project"]["version"] == labkit.__version__, "room/pyproject.toml's version is not the kit's"
 
 
 def test_a_tree_without_its_own_git_is_walked_even_inside_another_repository(tmp_path):
@@ -417,3 +424,134 @@ def test_make_lab_passes_allow_root_only_to_root(as_root):
     assert cmd[-1] == lab.FIRST_NOTEBOOK and (ROOT / lab.FIRST_NOTEBOOK).is_file()
     assert lab.lab_url("127.0.0.1", 8123, "tok") == (
         f"http://127.0.0.1:8123/lab/tree/{lab.FIRST_NOTEBOOK}?token=tok")
+
+
+# -- what each distribution installs --------------------------------------------------------------
+
+def _build_wheel(source: Path, out: Path) -> zipfile.ZipFile:
+    """The wheel pip builds of the project at `source` (a copy of this checkout's files, so that the
+    build leaves nothing in the tree), with the build backend of this environment."""
+    (backend,) = [Requirement(r) for r in PYPROJECT["build-system"]["requires"]]
+    try:
+        have = importlib.metadata.version(backend.name)
+    except importlib.metadata.PackageNotFoundError:
+        have = None
+    if have is None or not backend.specifier.contains(have):
+        pytest.skip(f"this environment has {backend.name} {have or 'not at all'}, and the wheels build with "
+                    f"{backend} (make's set-up installs it, with torch)")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--disable-pip-version-check", "-q", "-w", str(out), str(source)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, zipfile.ZipFile]:
+    """The lesson's wheel and the room's, built from a copy of the checkout's files."""
+    tree = tmp_path_factory.mktemp("tree")
+    for name in checkout_files(untracked=True):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tree / name)
+    out = tmp_path_factory.mktemp("wheels")
+    return {"labkit": _build_wheel(tree, out / "labkit"), "room": _build_wheel(tree / "room", out / "room")}
+
+
+def _imports_of(source: str) -> set[str]:
+    """The top-level packages a module's source imports (at the top or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_lessons_wheel_holds_the_lesson_and_its_data_and_nothing_of_the_room(wheels):
+    names = set(wheels["labkit"].namelist())
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert packages == {"labkit"}, packages
+    # Every module and data file of the package in the checkout, and the records and models among them.
+    tracked = {n for n in checkout_files() if n.startswith("labkit/") and not n.endswith(".pyc")}
+    assert tracked - names == set(), f"files of labkit/ the wheel leaves out: {sorted(tracked - names)}"
+    assert {"labkit/data/draft.pt", "labkit/data/target.pt", "labkit/data/corpus.txt"} <= names
+    assert any(n.startswith("labkit/data/gpu/") for n in names) and any(n.startswith("labkit/data/cpu/") for n in names)
+    # No room code and no instrument: no module that imports JupyterHub, its culler or the room, and no
+    # file of room/ (its package, its instruments, its deploy files) under any name.
+    for name in sorted(n for n in names if n.endswith(".py")):
+        imported = _imports_of(wheels["labkit"].read(name).decode())
+        assert not imported & {"jupyterhub", "jupyterhub_idle_culler", "labkit_room"}, (name, imported)
+    room_files = {(ROOT / n).read_bytes(): n for n in checkout_files() if n.startswith("room/")}
+    assert {"room/bench/neighbour.py", "room/labkit_room/control.py"} <= {*room_files.values()}
+    copied = sorted(f"{n} (= {room_files[data]})" for n in names if (data := wheels["labkit"].read(n)) in room_files)
+    assert not copied, f"files of room/ in the lesson's wheel: {copied}"
+
+
+def test_the_rooms_wheel_holds_the_room_and_its_records_and_depends_on_the_lesson(wheels):
+    names = set(wheels["room"].namelist())
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert packages == {"labkit_room"}, packages
+    tracked = {n.removeprefix("room/") for n in checkout_files() if n.startswith("room/labkit_room/")}
+    assert tracked and tracked - names == set(), f"files of the room the wheel leaves out: {sorted(tracked - names)}"
+    assert {"labkit_room/data/cpu.json", "labkit_room/data/kernel_memory.json"} <= names
+    instruments = {(ROOT / n).read_bytes(): n for n in checkout_files() if n.startswith("room/bench/")}
+    assert len(instruments) >= 4
+    copied = sorted(n for n in names if wheels["room"].read(n) in instruments)
+    assert not copied, f"instruments in the room's wheel: {copied}"
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    requires = [Requirement(line.split(":", 1)[1].strip()).name
+                for line in wheels["room"].read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
+    assert "labkit" in requires and "jupyterhub" in requires, requires
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "labkit_room.record:renderers" in wheels["room"].read(entry_points).decode()
+
+
+def _requirements(project: dict) -> list[Requirement]:
+    extras = project.get("optional-dependencies", {}).values()
+    return [Requirement(r) for r in project["dependencies"] + [r for extra in extras for r in extra]]
+
+
+def test_the_lessons_distribution_depends_on_nothing_of_the_room():
+    # JupyterHub and the room's other packages come with the room's distribution, never with the lesson's.
+    room_requires = _requirements(ROOM_PYPROJECT["project"])
+    room = {req.name.lower() for req in room_requires} - {"labkit"}
+    assert room and not room & {req.name.lower() for req in _requirements(PYPROJECT["project"])}
+    # Alone, the room needs nothing but the lesson: the image binder/ describes carries it without JupyterHub.
+    assert [Requirement(r).name for r in ROOM_PYPROJECT["project"]["dependencies"]] == ["labkit"]
+    pins = _pins()
+    for req in room_requires:
+        if req.name != "labkit":  # CI pins each of the room's dependencies within its range
+            pin = pins.get(req.name.lower())
+            assert pin and req.specifier.contains(Version(pin), prereleases=True), req
+
+
+@pytest.mark.parametrize("argv", [["hub", "start", "--learners", "2"], ["hub", "--help"], ["hub", "bench"]])
+def test_the_hub_command_without_the_room_says_how_to_install_it_in_one_line(argv):
+    # A lesson installed alone: the room's package cannot be imported (None in sys.modules stops it).
+    code = ("import sys; sys.modules['labkit_room'] = None; from labkit.__main__ import main; "
+            f"sys.exit(main({argv!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("python -m labkit hub: error:") and "pip install -e 'room/[hub]'" in done.stderr
+
+
+def test_the_rooms_measures_outside_a_checkout_say_so_in_one_line(monkeypatch, tmp_path, capsys):
+    # An installed room without the checkout's room/bench/ (the instruments are in no distribution).
+    from labkit.__main__ import main
+    from labkit_room import cli
+
+    monkeypatch.setattr(cli, "BENCH", tmp_path / "bench")
+    for verb in ("bench", "kernel-memory"):
+        assert main(["hub", verb, "--help"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "runs from a checkout of the kit" in err, err
+    # Nor does it write the Kubernetes files into the installed package's folder.
+    monkeypatch.setattr(cli, "ROOM", tmp_path)
+    monkeypatch.setattr(cli, "DEPLOY", tmp_path / "deploy")
+    assert main(["hub", "values", "--write"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "leave out --write" in err and not (tmp_path / "deploy").exists(), err
+    assert main(["hub", "values"]) == 0 and "# --- z2jh-values.yaml" in capsys.readouterr().out

@@ -1,9 +1,10 @@
-"""The reaper a learner's server runs under (labkit/classroom/reaper.py): it hands the server the
+"""The reaper a learner's server runs under (room/labkit_room/reaper.py): it hands the server the
 hub's signals and its exit code back, and it reads the status of every orphan the learner leaves,
 whatever the box's first process does with orphans."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -13,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-REAPER = Path(__file__).resolve().parents[1] / "labkit" / "classroom" / "reaper.py"
+REAPER = Path(__file__).resolve().parents[1] / "room" / "labkit_room" / "reaper.py"
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux's")
 
 
-def _reaper(*command: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-P", "-s", str(REAPER), "--", *command], stdout=subprocess.PIPE,
+def _reaper(*command: str, own: tuple | list = (), **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-P", "-s", str(REAPER), *own, "--", *command], stdout=subprocess.PIPE,
                             text=True, **kwargs)
 
 
@@ -69,4 +70,44 @@ def test_the_hubs_signal_reaches_the_server():
 
 def test_no_command_is_a_usage_line():
     done = subprocess.run([sys.executable, str(REAPER)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stderr.strip() == "usage: reaper.py -- COMMAND [ARG...]"
+    assert done.returncode == 2 and done.stderr.strip() == "usage: reaper.py [--user UID:GID] -- COMMAND [ARG...]"
+
+
+def _runs_as_nobody(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", ""], user=65534, cwd="/", timeout=60).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0,
+                    reason="starting the server as another user needs root")
+def test_as_root_the_server_is_the_learner_and_cannot_reach_the_reaper():
+    # What a learner's kernel would try from inside the server's tree: signal the reaper (to orphan
+    # the server, or end its reaping), trace it, read its environment (the hub's token).
+    server = textwrap.dedent("""
+        import ctypes, os, signal
+        reaper = os.getppid()
+        def tried(step):
+            try:
+                step(); return "allowed"
+            except OSError:
+                return "refused"
+        libc = ctypes.CDLL(None, use_errno=True)
+        traced = "allowed" if libc.ptrace(16, reaper, 0, 0) == 0 else "refused"  # PTRACE_ATTACH
+        print(os.getuid(), tried(lambda: os.kill(reaper, signal.SIGTERM)),
+              tried(lambda: open(f"/proc/{reaper}/environ").read()), traced, flush=True)
+    """)
+    python = next((p for p in (sys.executable, "/usr/bin/python3") if _runs_as_nobody(p)), None)
+    if python is None:
+        pytest.skip("no Python here that an unprivileged user may run")
+    reaper = _reaper(python, "-c", server, own=["--user", "65534:65534"], cwd="/")
+    out, _ = reaper.communicate(timeout=60)
+    assert out.split() == ["65534", "refused", "refused", "refused"], out
+    assert reaper.returncode == 0
+
+
+def test_the_reaper_never_starts_a_server_as_root():
+    done = subprocess.run([sys.executable, str(REAPER), "--user", "0:0", "--", "true"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "root" in done.stderr

@@ -1,4 +1,4 @@
-"""A control group per learner (labkit.classroom.groups): the writer against stand-in hierarchies in
+"""A control group per learner (labkit_room.groups): the writer against stand-in hierarchies in
 a temporary folder (v2 and v1, as this box's kernel would lay them out), which of them `detect`
 picks from a mount table, and then against this box's own hierarchy, whichever it mounts: a cap
 that ends a process past it, a task count that refuses a fork, a freeze and kill that catch a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.classroom import groups
+from labkit_room import groups
 
 LIMITS = groups.GroupLimits(memory_bytes=3 * 2**30, tasks=256)
 
@@ -108,10 +108,13 @@ def test_no_group_where_the_box_gives_none(tmp_path):
 
 def test_a_systemd_hosts_servers_start_in_a_scope_with_the_learners_limits():
     hierarchy = groups.Hierarchy("systemd", ("memory", "pids", "cpu", "freezer"))
-    words = groups.systemd_prefix(hierarchy, "r1", "labkit-learner01", LIMITS, 1001, 1001)
+    words = groups.systemd_prefix(hierarchy, "r1", "labkit-learner01", LIMITS)
     assert words[:2] == ["systemd-run", "--scope"] and words[-1] == "--"
     assert f"--property=MemoryMax={LIMITS.memory_bytes}" in words and "--property=TasksMax=256" in words
-    assert "--property=CPUWeight=100" in words and "--uid=1001" in words
+    assert "--property=CPUWeight=100" in words
+    # The scope holds the server's reaper, which stays root (out of the learner's reach) and starts
+    # the server as the learner: systemd-run itself must not become the learner.
+    assert not [w for w in words if w.startswith(("--uid", "--gid"))], words
     assert "--unit=labkit-r1-labkit-learner01.scope" in words
 
 

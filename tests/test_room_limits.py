@@ -1,4 +1,4 @@
-"""The kernel's side of a shared server's limits (labkit.classroom.limits): the GPU share the hub sets is
+"""The kernel's side of a shared server's limits (labkit_room.limits): the GPU share the hub sets is
 applied to every CUDA device and reported by labkit.describe(), bad values are refused, and a memory
 error under a limit gets its one explaining line. (tests/test_hub.py checks the same in real
 learners' kernels under a running hub; here, a fake torch stands in for a GPU.)"""
@@ -10,11 +10,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from labkit.classroom import limits
+from labkit_room import limits
 
 
 class FakeCuda:
@@ -85,7 +86,7 @@ def test_an_ipython_shell_shows_the_line_under_the_traceback(fresh):
     fresh.setenv(limits.MEMORY_LIMIT_ENV, str(2**30))
     code = textwrap.dedent("""
         from IPython.testing.globalipapp import start_ipython
-        from labkit.classroom import limits
+        from labkit_room import limits
         shell = start_ipython()
         assert limits.install_messages(shell)
         shell.run_cell("raise MemoryError()")
@@ -98,21 +99,28 @@ def test_an_ipython_shell_shows_the_line_under_the_traceback(fresh):
 
 
 def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_does_not(tmp_path, monkeypatch):
-    """The room's kernel spec starts `python -m labkit.classroom.kernel`: its labkit.describe() names
+    """The room's kernel spec starts `python -m labkit_room.kernel`: its labkit.describe() names
     the limits and a MemoryError gets the room's line. The same variables in a plain process that
     imports labkit change nothing: the core knows nothing of rooms."""
-    from jupyter_client.manager import start_new_kernel
+    pytest.importorskip("ipykernel", reason="the room's kernel is ipykernel's (the lab extra)")
+    from jupyter_client.manager import KernelManager
 
-    from labkit.classroom import runtime
+    from labkit_room import kernel_launcher, runtime
 
-    data = runtime.room_kernel_spec(tmp_path, sys.executable)
+    data = runtime.room_kernel_spec(tmp_path, sys.executable, Path(kernel_launcher.__file__))
     spec = json.loads((data / "kernels" / "python3" / "kernel.json").read_text())
-    assert spec["argv"][1:5] == ["-P", "-s", "-m", "labkit.classroom.kernel"]
+    assert spec["argv"][1:4] == ["-I", "-S", kernel_launcher.__file__]
+    assert spec["argv"][5:10] == [sys.executable, "-P", "-s", "-m", "labkit_room.kernel"]
     monkeypatch.setenv("JUPYTER_PATH", str(data))  # where this process's kernel manager finds the spec
     env = {**os.environ, limits.MEMORY_LIMIT_ENV: str(3 * 2**30), limits.PROCESS_MEMORY_ENV: str(int(2.5 * 2**30)),
            limits.GPU_SHARE_ENV: "0.5"}
-    manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=120)
+    # ipc channels, as the room's: the kernel's loopback is its own.
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
+    manager.start_kernel(env=env)
+    client = manager.client()
+    client.start_channels()
     try:
+        client.wait_for_ready(timeout=120)
         out = []
 
         def printed(message):
@@ -128,18 +136,19 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
     assert f"'memory_limit': \"{said}\"" in text, text
     assert "this server's memory limit is 2.5 GiB per process" in text, text
     plain = subprocess.run([sys.executable, "-c", "import labkit, sys; d = labkit.describe(); "
-                            "print(sorted(d)); print(sorted(m for m in sys.modules if 'classroom' in m))"],
+                            "print(sorted(d)); "
+                            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'labkit_room'))"],
                            capture_output=True, text=True, env=env, timeout=120)
     assert plain.returncode == 0, plain.stderr
     assert "memory_limit" not in plain.stdout and "gpu_memory_share" not in plain.stdout
-    assert plain.stdout.strip().splitlines()[-1] == "[]"  # no module of the classroom was imported
+    assert plain.stdout.strip().splitlines()[-1] == "[]"  # no module of the room was imported
 
 
 def test_a_rooms_kit_copy_holds_07s_starting_code_and_no_solution(tmp_path):
     """The learners import a copy of the package: its checkers still know each exercise's starting code
     (read from the copy's notebook 07, the student edition) and so say "not attempted" on it."""
-    from labkit.classroom import runtime
     from labkit.workshop.exercises.record import NOTEBOOK
+    from labkit_room import runtime
 
     copy = runtime.kit_copy(tmp_path)
     assert sorted(p.name for p in (copy / "notebooks").iterdir()) == [NOTEBOOK]

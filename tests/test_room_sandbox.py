@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from other_user import pids_ever
 
-from labkit.classroom import accounts, enforcement, groups, learner_server, room, sandbox
+from labkit_room import accounts, enforcement, groups, learner_server, room, sandbox
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="makes mounts or users: needs root (CI runs as root)")
 _MOUNTS = sandbox.can_mount() if os.geteuid() == 0 else "not root"
@@ -33,8 +33,8 @@ def test_a_servers_shared_folders_are_its_learners_own(tmp_path):
     home.mkdir()
     sandbox.make_private_folders(home, 0, 0)
     name = f"labkit-private-{os.getpid()}"
-    code = (f"from labkit.classroom import sandbox; from pathlib import Path\n"
-            f"sandbox.enter_private_folders(Path({str(home)!r}))\n"
+    code = (f"from labkit_room import sandbox; from pathlib import Path\n"
+            f"sandbox.enter_private_folders(Path({str(home)!r}), 0)\n"
             f"for shared in ('/tmp', '/var/tmp', '/dev/shm'):\n"
             f"    Path(shared, {name!r}).write_text('mine')\n"
             f"print(sorted(p.name for p in Path('/tmp').iterdir()))\n")
@@ -147,7 +147,7 @@ def test_the_room_says_in_one_line_each_what_a_box_enforces():
     full = enforcement.survey(_limits(), groups.Hierarchy("v1", ("memory", "pids", "cpu", "freezer")), "", "", "",
                               "http://127.0.0.1:8000", False)
     assert [line.what for line in full] == ["memory", "processes", "CPU", "disk", "shared folders", "kernel sockets",
-                                           "pages", "close", "GPU memory"]
+                                           "pages", "server's parent", "close", "GPU memory"]
     assert all(line.enforced for line in full) and all("\n" not in line.text() for line in full)
     bare = {line.what: line for line in enforcement.survey(
         _limits(), groups.Hierarchy("none", why_not="not root"), "mounts refused here", "Operation not permitted",
@@ -165,6 +165,8 @@ def test_the_room_says_in_one_line_each_what_a_box_enforces():
 
 
 def test_a_learners_server_sandboxes_every_response_but_jupyterlabs_page():
+    pytest.importorskip("jupyterlab_server", reason="JupyterLab's server is not installed here (the lab extra): "
+                        "its page is the one response the policy tells apart")
     from jupyter_server.base.handlers import APIHandler, AuthenticatedFileHandler, FileFindHandler
     from jupyterlab_server.handlers import LabHandler
 
@@ -193,9 +195,10 @@ def test_a_learners_server_sandboxes_every_response_but_jupyterlabs_page():
     assert handler.headers["Content-Security-Policy"] == learner_server.SANDBOXED_POLICY
 
 
-def _listening_tcp_inodes() -> set[str]:
+def _listening_tcp_inodes(pid: int | str = "self") -> set[str]:
+    """Listening TCP sockets in the network `pid` runs on (the kernel's own, in a room)."""
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             if fields[3] == "0A":  # LISTEN
@@ -205,13 +208,15 @@ def _listening_tcp_inodes() -> set[str]:
 
 def test_a_rooms_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
     """ipykernel's pipe for forked processes' output is a unix socket in the room: no other user can
-    send it frames to hold (over TCP anyone on the box could). The kernel runs here on the box's own
-    network, as where user namespaces are refused, with ipc channels, as the room starts them."""
+    send it frames to hold (over TCP anyone on the box could), not even on the kernel's own
+    loopback. The kernel starts as the room starts it: through its launcher, with ipc channels."""
+    pytest.importorskip("ipykernel", reason="the room's kernel is ipykernel's (the lab extra)")
     from jupyter_client.manager import KernelManager
 
-    from labkit.classroom import runtime
+    from labkit_room import kernel_launcher, runtime
 
-    monkeypatch.setenv("JUPYTER_PATH", str(runtime.room_kernel_spec(tmp_path, sys.executable)))
+    monkeypatch.setenv("JUPYTER_PATH", str(runtime.room_kernel_spec(tmp_path, sys.executable,
+                                                                     Path(kernel_launcher.__file__))))
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
     manager.start_kernel()
     client = manager.client()
@@ -223,13 +228,14 @@ def test_a_rooms_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
                                    "os.wait()", output_hook=lambda m: out.append(m["content"].get("text", "")),
                                    timeout=60)
         pid = manager.provisioner.process.pid
+        listening = _listening_tcp_inodes(pid)
         sockets = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
     assert "from a forked child" in "".join(out)  # the pipe still carries the child's output
-    assert not sockets & _listening_tcp_inodes(), "the kernel listens on a TCP port"
+    assert not sockets & listening, "the kernel listens on a TCP port"
 
 
 @pytest.mark.parametrize("args,words", [
@@ -243,7 +249,7 @@ def test_a_rooms_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
 ])
 def test_bad_room_settings_are_one_line_and_exit_2(monkeypatch, capsys, args, words):
     from labkit.__main__ import main
-    from labkit.classroom import control
+    from labkit_room import control
 
     def started(*_args, **_kwargs):
         raise AssertionError("the room went on to start")
@@ -267,9 +273,10 @@ def test_subdomains_give_each_learner_an_origin_and_lock_the_hubs_cookies(tmp_pa
     assert one_origin.Spawner.disable_user_config is True
     assert one_origin.JupyterHub.tornado_settings["xsrf_cookie_kwargs"] == {"httponly": True}
     assert one_origin.JupyterHub.tornado_settings["headers"]["Cross-Origin-Opener-Policy"] == "same-origin"
-    # The server under the kit's reaper, each Python reading nothing of the learner's (-P -s).
-    python, reaper = one_origin.Spawner.cmd[0], Path(__file__).resolve().parents[1] / "labkit/classroom/reaper.py"
-    assert one_origin.Spawner.cmd == [python, "-P", "-s", str(reaper), "--",
+    # The server under the kit's reaper, each Python reading nothing of the learner's (-P -s); the reaper,
+    # root, nothing of the environment's nor any site-packages (-I -S).
+    python, reaper = one_origin.Spawner.cmd[0], Path(__file__).resolve().parents[1] / "room/labkit_room/reaper.py"
+    assert one_origin.Spawner.cmd == [python, "-I", "-S", str(reaper), "--",
                                       python, "-P", "-s", "-m", "jupyterhub.singleuser"]
     assert "--ServerApp.terminals_enabled=False" in one_origin.Spawner.args
     assert room.addresses("127.0.0.1", 8000) == ("http://127.0.0.1:8000", "http://127.0.0.1:8000")

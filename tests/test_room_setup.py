@@ -170,6 +170,9 @@ def test_the_set_up_installs_with_uv_and_falls_back_to_pip(monkeypatch, uv_exit,
 def test_what_the_lab_set_up_compiles_first_is_what_this_environment_can_import():
     import importlib.util
 
+    pytest.importorskip("jupyterlab", reason="the lab extra is not installed here (a box that carries the Jupyter "
+                        "server alone): the lab's imports are not this environment's")
+
     missing = [name for name in setup.LAB_IMPORTS
                if not (name.startswith("triton") and not sys.platform.startswith("linux"))
                and importlib.util.find_spec(name) is None]
@@ -237,7 +240,7 @@ def test_reachability_of_an_index_is_told_apart(tmp_path):
 
 def test_make_passes_the_torch_wheelhouse_and_installer_switches_to_both_set_ups(tmp_path):
     (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"")  # make checks WHEELHOUSE holds wheels first
-    for stamp, extras in ((".venv/.installed", "lab,test,browser,hub"), (".venv/.installed-lab", "lab")):
+    for stamp, extras in ((".venv/.installed", "lab,test,browser"), (".venv/.installed-lab", "lab")):
         recipe = _make_dry_run("-W", "pyproject.toml", stamp, "TORCH=cuda", f"WHEELHOUSE={tmp_path}", "INSTALLER=pip")
         assert (f'-m labkit setup install "{extras}" --torch "cuda" --wheelhouse "{tmp_path}" --installer "pip"'
                 in recipe), recipe
@@ -245,10 +248,11 @@ def test_make_passes_the_torch_wheelhouse_and_installer_switches_to_both_set_ups
         assert f'install "{extras}" --torch "cpu" --wheelhouse "" --installer "auto"' in default
 
 
-def test_make_lab_sets_up_the_lab_extra_alone_and_make_test_every_extra():
-    assert ".venv/.installed-lab" in _make_dry_run("-W", "pyproject.toml", "lab")
-    assert '"lab,test,browser,hub"' not in _make_dry_run("-W", "pyproject.toml", "lab")
-    assert '"lab,test,browser,hub"' in _make_dry_run("-W", "pyproject.toml", "test")
+def test_make_lab_sets_up_the_lab_extra_alone_and_make_test_every_extra_and_the_room():
+    lab, test = _make_dry_run("-W", "pyproject.toml", "lab"), _make_dry_run("-W", "pyproject.toml", "test")
+    assert ".venv/.installed-lab" in lab
+    assert '"lab,test,browser"' not in lab and "--room" not in lab  # the lesson alone
+    assert '"lab,test,browser"' in test and re.search(r'setup install "lab,test,browser" .*--room', test)
 
 
 def test_make_wheelhouse_writes_where_it_is_told_and_is_gitignored():
@@ -279,7 +283,7 @@ def test_the_wheelhouse_holds_what_pip_needs_to_build_the_kit():
 # -- JupyterLab without the news prompt --------------------------------------------------------------
 
 def _jupyterlab():
-    return pytest.importorskip("jupyterlab")
+    return pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the lab extra)")
 
 
 def test_the_prompt_is_asked_exactly_while_fetch_news_is_none():
@@ -368,11 +372,11 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
 
 # -- binder/ -------------------------------------------------------------------------------------
 
-def test_postbuild_installs_the_kit_alone_then_checks_and_writes_the_overrides():
+def test_postbuild_installs_the_kit_and_the_rooms_package_then_checks_and_writes_the_overrides():
     text = POSTBUILD.read_text()
     assert os.access(POSTBUILD, os.X_OK), "repo2docker runs binder/postBuild only if it is executable"
     installs = re.findall(r"^python -m pip install .*$", text, re.M)
-    assert installs == ["python -m pip install --no-cache-dir --no-deps -e ."], installs
+    assert installs == ["python -m pip install --no-cache-dir --no-deps -e . -e room/"], installs
     assert re.search(r"^python -m pip check$", text, re.M)
     assert re.search(r"^python -m labkit setup lab-overrides$", text, re.M)
 
@@ -540,10 +544,10 @@ def test_postbuild_installs_the_lab_from_the_wheelhouse_alone(room):
     assert done.returncode == 0, f"binder/postBuild failed offline:\n{_tail(done)}"
     output = done.stdout + done.stderr
     assert "Looking in indexes" not in output and "Retrying" not in output, _tail(done)
-    # The split Binder caches by: postBuild installs the kit and nothing else.
+    # The split Binder caches by: postBuild installs the kit (and the room's package) and nothing else.
     installed = re.findall(r"^Successfully installed (.+)$", output, re.M)
     kit = room.python_says("import importlib.metadata as m; print(m.version('labkit'))")
-    assert [line.split() for line in installed] == [[f"labkit-{kit}"]], installed
+    assert [sorted(line.split()) for line in installed] == [[f"labkit-{kit}", f"labkit-room-{kit}"]], installed
     versions = json.loads(room.python_says(
         "import json, importlib.metadata as m; "
         "print(json.dumps({n: m.version(n) for n in ('torch', 'jupyterlab', 'numpy', 'ipywidgets', 'labkit')}))"))
@@ -555,6 +559,10 @@ def test_postbuild_installs_the_lab_from_the_wheelhouse_alone(room):
         assert room.python_says("import importlib.metadata as m; print(m.version('triton'))") == _pin("triton")
     where = room.python_says("import labkit; print(labkit.__file__)")
     assert Path(where).resolve().is_relative_to(room.repo.resolve()), "the kit must come from the repository"
+    # A room on Kubernetes runs this image: each learner's server loads the room's sandboxing extension.
+    extension = room.python_says("from labkit_room import learner_server; print(learner_server.EXTENSION, "
+                                 "learner_server._jupyter_server_extension_points()[0]['module'])")
+    assert extension.split() == ["labkit_room.learner_server"] * 2, extension
     check = subprocess.run([room.python, "-m", "pip", "check"], env=room.environ, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 
@@ -674,3 +682,12 @@ def test_the_fresh_wheelhouse_is_the_size_the_readme_says():
         "the download table (labkit/data/cpu/downloads.json, docs/MAINTAINING.md) no longer matches a fresh "
         "wheelhouse: make wheelhouse RECORD=1, then make refresh")
     assert abs(len(wheels) - expected["wheels"]) <= 3  # a dependency or two of an unpinned one may come and go
+
+
+def test_the_set_up_leaves_the_venvs_lock_writable_by_its_owner_alone(tmp_path):
+    # uv makes .venv/.lock mode 0666: on a box that serves a room, a learner could write into the kit.
+    lock = tmp_path / ".lock"
+    lock.touch()
+    lock.chmod(0o666)
+    setup.close_venv_lock(tmp_path)
+    assert oct(lock.stat().st_mode & 0o777) == "0o644"

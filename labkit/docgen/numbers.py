@@ -84,12 +84,17 @@ def all_renderers() -> dict[str, Callable[[], str]]:
     """Every block the kit renders, from the records it ships: the agendas and the taught numbers.
 
     (Here, not in :mod:`labkit.docgen.blocks`: the agendas live on the workshop's floor, above the
-    marker mechanics that they use.)
+    marker mechanics that they use.) The room's blocks come from the room's distribution where it is
+    installed, through its ``labkit.renderers`` entry point: the lesson never imports the room.
     """
-    from labkit.classroom import record as hub_record
+    from importlib.metadata import entry_points
+
     from labkit.docgen import family_blocks
     from labkit.upstream import record as upstream_record
     from labkit.workshop.editions import agenda
 
-    return {**agenda.renderers(), **renderers(), **hub_record.renderers(wrap), **upstream_record.renderers(),
-            **family_blocks.renderers(wrap, gpu_loader=gpu_record)}
+    found = {**agenda.renderers(), **renderers(), **upstream_record.renderers(),
+             **family_blocks.renderers(wrap, gpu_loader=gpu_record)}
+    for plugin in entry_points(group="labkit.renderers"):
+        found.update(plugin.load()(wrap))
+    return found

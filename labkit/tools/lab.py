@@ -62,8 +62,8 @@ LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": 
 # And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
 NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 # A browser that drops a kernel's websocket during its handshake (a reload) would leave a traceback
-# and a 500 in the server's log (jupyter-server#1265): labkit.classroom.lab_server closes it quietly.
-QUIET_SOCKETS_EXTENSION = "labkit.classroom.lab_server"
+# and a 500 in the server's log (jupyter-server#1265): labkit.tools.lab_server closes it quietly.
+QUIET_SOCKETS_EXTENSION = "labkit.tools.lab_server"
 QUIET_SOCKETS_FLAG = f"--ServerApp.jpserver_extensions={{'{QUIET_SOCKETS_EXTENSION}': True}}"
 
 

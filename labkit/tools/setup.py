@@ -6,8 +6,9 @@ and each prints its answer and exits.
     python -m labkit setup lab-overrides              JupyterLab's defaults for this Python (labkit.tools.lab)
     python -m labkit setup server-config EDITION      a server started elsewhere (Binder) opens EDITION, trusted
     python -m labkit setup binder-env [--check]       binder/environment.yml: the lab's third-party pins
-    python -m labkit setup install EXTRAS [--torch ..] [--wheelhouse DIR] [--installer auto|pip]
-                                                      the kit with EXTRAS at the pins (make's set-up)
+    python -m labkit setup install EXTRAS [--torch ..] [--wheelhouse DIR] [--installer auto|pip] [--room]
+                                                      the kit with EXTRAS at the pins (make's set-up), and
+                                                      with --room the room (room/) beside it
 
 The Makefile asks ``pip-source`` before the venv holds any package, so this module imports nothing but
 the standard library and the kit's paths, errors and :mod:`labkit.tools.lab` (which import nothing
@@ -41,9 +42,13 @@ from labkit.tools import lab
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_CHOICES = ("cpu", "cuda")
 PINS = paths.REPO / "requirements" / "ci.txt"
-# What `make wheelhouse` downloads: the kit's dependencies with every extra `make test` installs,
-# the build backend pip needs to install the kit itself from the clone, pip and uv (the installer).
-WHEELHOUSE_EXTRAS = "lab,test,browser,hub"
+# What `make wheelhouse` downloads: the kit's dependencies with every extra `make test` installs and
+# the room's (room/, its own distribution), the build backend pip needs to install the kit itself from
+# the clone, pip and uv (the installer).
+WHEELHOUSE_EXTRAS = "lab,test,browser"
+# The room, beside the kit in the checkout: `make test` installs it (editable, with its hub extra) for its
+# hub and room tests.
+ROOM = paths.REPO / "room"
 
 
 def build_requires() -> list[str]:
@@ -247,18 +252,20 @@ def compile_bytecode(background: bool, log=print) -> None:
 
 
 def install(extras: str, torch: str = "cpu", wheelhouse: str | None = None, installer: str = "auto",
-            log=print, background_compile: bool = False) -> int:
-    """Install the kit (editable) with `extras` at the pins into this Python, then compile its bytecode
-    on every core. With installer "auto", uv installs (parallel downloads, no bytecode pass of its
-    own; pip's resolver and serial downloads were most of a first `make lab`); where uv cannot be had
-    or fails, pip does, from the same source. Returns the exit status."""
+            log=print, background_compile: bool = False, room: bool = False) -> int:
+    """Install the kit (editable) with `extras` at the pins into this Python, and with `room` the room's
+    distribution beside it (room/, editable), then compile its bytecode on every core. With installer
+    "auto", uv installs (parallel downloads, no bytecode pass of its own; pip's resolver and serial
+    downloads were most of a first `make lab`); where uv cannot be had or fails, pip does, from the same
+    source. Returns the exit status."""
     problem = installer_problem(installer) or torch_problem(torch) or (wheelhouse and wheelhouse_problem(wheelhouse))
     if problem:
         raise LabkitInputError(problem)
     source = pip_source_args(torch, wheelhouse or None)
     log(f"   packages from: {' '.join(source) or 'the configured indexes'} (TORCH={torch}"
-        f"{f' WHEELHOUSE={wheelhouse}' if wheelhouse else ''}); the kit with [{extras}]")
-    target = ["-c", str(PINS), "-e", f".[{extras}]"]
+        f"{f' WHEELHOUSE={wheelhouse}' if wheelhouse else ''}); the kit with [{extras}]"
+        f"{' and the room' if room else ''}")
+    target = ["-c", str(PINS), "-e", f".[{extras}]", *(["-e", f"{ROOM}[hub]"] if room else [])]
     uv = _get_uv(source, log) if installer == "auto" else None
     code = 1
     if uv is not None:
@@ -273,9 +280,18 @@ def install(extras: str, torch: str = "cpu", wheelhouse: str | None = None, inst
         quiet = ["install", "-q", "--root-user-action=ignore", *source]
         code = subprocess.run([*pip, *quiet, "--upgrade", "pip"], cwd=paths.REPO).returncode or subprocess.run(
             [*pip, *quiet, "--no-compile", *target], cwd=paths.REPO).returncode
+    close_venv_lock()
     if code == 0:
         compile_bytecode(background_compile, log)
     return code
+
+
+def close_venv_lock(venv: Path | None = None) -> None:
+    """uv leaves its lock file in the venv writable by everyone (.venv/.lock, mode 0666): on a box that
+    serves a room, every learner could write into the kit's checkout. Its owner alone writes it."""
+    lock = Path(venv or sys.prefix) / ".lock"
+    if lock.is_file() and not lock.is_symlink():
+        lock.chmod(lock.stat().st_mode & 0o755)
 
 
 # -- the set-up: a wheelhouse for a room without a good network ------------------------------------
@@ -291,7 +307,8 @@ def make_wheelhouse(dest: Path, torch: str = "cpu") -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     source = pip_source_args(torch, for_download=True)
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
-           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", *build_requires(), "pip", "uv"]
+           "-d", str(dest), *source, "-c", str(PINS), f".[{WHEELHOUSE_EXTRAS}]", f"{ROOM}[hub]", *build_requires(),
+           "pip", "uv"]
     print(f"== wheelhouse: pip download into {dest} (TORCH={torch}; "
           f"{' '.join(source) or 'the indexes of pip configuration'})", flush=True)
     started = time.monotonic()
@@ -447,12 +464,14 @@ def add_arguments(parser) -> None:
     server = verbs.add_parser("server-config", help="make this Python's Jupyter server open EDITION, trusted")
     server.add_argument("edition", metavar="EDITION", help="student or instructor")
     inst = verbs.add_parser("install", help="install the kit with EXTRAS at the pins into this Python (make's set-up)")
-    inst.add_argument("extras", metavar="EXTRAS", help="comma-separated extras, e.g. lab or lab,test,browser,hub")
+    inst.add_argument("extras", metavar="EXTRAS", help="comma-separated extras, e.g. lab or lab,test,browser")
     inst.add_argument("--torch", default="cpu", help="cpu (default: the CPU build on Linux) or cuda (PyPI's)")
     inst.add_argument("--wheelhouse", default="", help="install from this folder alone, no index")
     inst.add_argument("--installer", default="auto", help="auto (uv where it installs, else pip; default) or pip")
     inst.add_argument("--compile-in-background", action="store_true",
                       help="compile the lab's imports now and the rest of the bytecode in the background")
+    inst.add_argument("--room", action="store_true",
+                      help="and the room beside the kit (room/, its own distribution: python -m labkit hub)")
     binder = verbs.add_parser("binder-env", help="write binder/environment.yml from pyproject.toml and the pins")
     binder.add_argument("--check", action="store_true", help="only say whether the file is as it would be written")
 
@@ -473,7 +492,7 @@ def run(args) -> int:
             print(f"wrote {path}: python -m labkit docs --write")
     elif args.question == "install":
         return install(args.extras, args.torch, args.wheelhouse or None, args.installer,
-                       background_compile=args.compile_in_background)
+                       background_compile=args.compile_in_background, room=args.room)
     elif args.question == "binder-env":
         text, where = render_binder_env(), BINDER_ENV.relative_to(paths.REPO)
         if args.check:

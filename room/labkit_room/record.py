@@ -1,0 +1,155 @@
+"""What one box holds, as measured: the records of ``python -m labkit hub bench``, rendered into
+docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->``, ``<!-- gpu:hub-room -->``,
+``<!-- cpu:hub-neighbour -->`` and ``<!-- gpu:hub-neighbour -->`` markers (labkit.docgen.blocks;
+tests/test_taught_numbers.py ties each block to its record).
+
+    room/labkit_room/data/cpu.json             this repository's CPU machine, N = 1, 4, 8
+    room/labkit_room/data/gpu.json             the GPU box, N = 1, 10, 30 (room/bench/gpu_box.sh)
+    room/labkit_room/data/neighbour_cpu.json   a learner beside a hostile one (hub bench --neighbour), CPU machine
+    room/labkit_room/data/neighbour_gpu.json   the same on the GPU box
+
+(Not in labkit/data/gpu/: every file there is a record of ``python -m labkit gpu``.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+ROOM_CPU = DATA / "cpu.json"  # rooms on this CPU machine
+ROOM_GPU = DATA / "gpu.json"  # rooms on the GPU box (each row names its card)
+KERNEL_MEMORY = DATA / "kernel_memory.json"  # one kernel's memory, per torch build
+ROOM_NEIGHBOUR_CPU = DATA / "neighbour_cpu.json"  # a learner beside a hostile one, CPU machine
+ROOM_NEIGHBOUR_GPU = DATA / "neighbour_gpu.json"  # the same on the GPU box
+
+RECORDS = {"cpu": ROOM_CPU, "gpu": ROOM_GPU, "neighbour-cpu": ROOM_NEIGHBOUR_CPU, "neighbour-gpu": ROOM_NEIGHBOUR_GPU}
+
+
+def load(kind: str) -> dict | None:
+    path = RECORDS[kind]
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _verdict(row: dict) -> str:
+    every = row["every_learner_saw_corruption"] and row["every_learner_fixed_all"]
+    corrupted = sorted(set(row["buggy_corrupted"]))
+    span = f"{corrupted[0]}" if len(corrupted) == 1 else f"{corrupted[0]}-{corrupted[-1]}"
+    return f"{span} of 50 / {row['fixed_right']}" + ("" if every else " (not every learner)")
+
+
+# How a row's learners started (the bench's --start): rows recorded before warm starts existed had
+# their servers started beforehand, untimed, and each kernel started when the learner sat down.
+STARTS = {"cold": "cold: server and kernel start as the learner sits down",
+          "warm": "warm: the room started both (hub start --warm)",
+          None: "servers started before, kernel as the learner sits down"}
+
+
+def _start(row: dict) -> str | None:
+    return row.get("start")
+
+
+def render_table(record: dict) -> str:
+    gpu = any(row.get("gpu_memory_per_learner_mib") for row in record["rooms"])
+    head = ("| learners | start | first output, median / worst | last cell, median / worst "
+            "| memory per learner" + (" | GPU memory per learner" if gpu else "")
+            + " | buggy corrupted / fixed right |")
+    rows = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for row in record["rooms"]:
+        first, last, mem = row["first_output_s"], row["last_cell_s"], row["memory_per_learner_mib"]
+        cells = [str(row["learners"]), _start(row) or "servers before",
+                 f"{first['median']:.1f} / {first['worst']:.1f} s", f"{last['median']:.0f} / {last['worst']:.0f} s",
+                 f"{mem['median']} MiB"]
+        if gpu:
+            g = row.get("gpu_memory_per_learner_mib")
+            cells.append(f"{g['median']} MiB" if g else "-")
+        cells.append(_verdict(row))
+        rows.append("| " + " | ".join(cells) + " |")
+    starts = sorted({_start(row) for row in record["rooms"]}, key=lambda x: (x is None, x or ""))
+    return "\n".join(rows) + "\n\nStart: " + "; ".join(STARTS[x] for x in starts) + "."
+
+
+def _proxy_kind(line: str) -> str:
+    """'configurable-http-proxy 5.3.0 (Node, /path)' -> 'configurable-http-proxy 5.3.0 (Node)'."""
+    name = line.split(" (")[0] or "not recorded"
+    return name + (" (Node)" if "(Node" in line else " (Python port)" if "Python port" in line else "")
+
+
+def _provenance(record: dict) -> str:
+    prov = record["provenance"]
+    loads = ", ".join(f"{row['learners']}: {row['load_average']['before'][0]:.1f}" for row in record["rooms"])
+    proxies = sorted({_proxy_kind(row.get("proxy", "")) for row in record["rooms"]})
+    return (f"Measured {prov['date']} on {prov['machine']} ({prov['shared_cpu'] or 'nothing else running'}; "
+            f"load average when the learners started, per room size: {loads}), commit {prov['commit']}, "
+            f"JupyterHub {prov['jupyterhub']}, proxy {', '.join(proxies)}, backend "
+            f"{', '.join(sorted({b for row in record['rooms'] for b in row['backend']}))} for the repro: "
+            f"`{prov['command']}`.")
+
+
+def render_cpu() -> str:
+    record = load("cpu")
+    if record is None:
+        return "Not measured on a CPU machine yet: `python -m labkit hub bench --learners 1,4,8 --record`, as root."
+    most = max(r["learners"] for r in record["rooms"])
+    largest = {_start(r): r for r in record["rooms"] if r["learners"] == most}
+    said = "; ".join(f"{start or 'servers started before'}, first output within "
+                     f"{row['first_output_s']['worst']:.1f} s and notebook 00, notebook 01 and the repro done within "
+                     f"{row['last_cell_s']['worst']:.0f} s" for start, row in sorted(
+                         largest.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
+    return (f"On this repository's CPU machine, {most} learners starting together: {said}:\n\n"
+            + render_table(record) + "\n\n" + _provenance(record) + " Times run from the moment every learner "
+            "sits down at once (a barrier). Memory is the peak resident memory of a learner's server and kernel.")
+
+
+def render_gpu() -> str:
+    record = load("gpu")
+    if record is None:
+        return ("Not measured on the H200 yet: `room/bench/gpu_box.sh` says what to carry to the box and runs "
+                "N = 1, 10 and 30 there; `python -m labkit docs --write` then renders the figures here.")
+    rows = [r for r in record["rooms"] if not r["errors"]]
+    best = max(rows, key=lambda r: r["learners"]) if rows else None
+    lead = (f"One H200 holds {best['learners']} learners with time to first output under "
+            f"{best['first_output_s']['worst']:.0f} s (the worst learner's)" if best else "No room size ran cleanly")
+    prov = record["provenance"]
+    notes = "".join(f" {prov[k][0].upper()}{prov[k][1:]}." for k in ("gpu_memory_note", "server_note", "commit_note")
+                    if prov.get(k))
+    return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record) + notes
+
+
+def render_neighbour(kind: str) -> str:
+    """A learner's notebook 00 beside a hostile learner, in words, from the record of `kind` ('cpu', 'gpu')."""
+    record = load(f"neighbour-{kind}")
+    where = "this repository's CPU machine" if kind == "cpu" else "the H200 box"
+    if record is None:
+        how = ("`room/bench/gpu_box.sh neighbour` runs it there" if kind == "gpu"
+               else "`sudo .venv/bin/python -m labkit hub bench --neighbour --record`")
+        return f"Not measured on {where} yet: {how}, then `python -m labkit docs --write`."
+    prov, a = record["provenance"], record["neighbour"]
+    idle, busy = sorted(record["idle_s"]), sorted(record["busy_s"])
+    killed = sum(1 for code in a["memory_process_exits"] if code != 0)
+    mib = 2**20
+    fills = " and ".join(f"{a[key]['bytes'] // mib} MiB to {name} ({a[key]['error'] or 'not refused'})"
+                         for name, key in (("/dev/shm", "shm"), ("their home", "home")))
+    errors = ", ".join(record["errors_of_b"]) or "none"
+    cpu_share = next((line for line in record["enforced"] if line["what"] == "CPU"), {})
+    share = "enforced" if cpu_share.get("enforced") else "NOT enforced"
+    return (f"On {where} ({record['cgroups']}; CPU share {share}), "
+            f"learner B's notebook 00 took {idle[0]:.1f}-{idle[-1]:.1f} s in an idle room and "
+            f"{busy[0]:.1f}-{busy[-1]:.1f} s, **{record['ratio']:.2f}x** (median against median), while learner A ran "
+            f"{a['busy_processes']} busy processes, forked until refused ({a['forks']['started']} forks: "
+            f"{a['forks']['refused']}), ran {len(a['memory_process_exits'])} processes that together went past "
+            f"their memory ({killed} ended by their group's cap) and wrote {fills}. B's errors: {errors}. "
+            f"Measured {prov['date']} on "
+            f"{prov['machine']} ({prov['shared_cpu'] or 'nothing else running'}; load average while B ran beside A: "
+            f"{record['load_average_while_busy'][0]:.1f}), commit {prov['commit']}: `{prov['command']}`.")
+
+
+def renderers(wrap) -> dict:
+    """The blocks, their prose wrapped by `wrap` (labkit.docgen.numbers's, the docs' line length, which
+    passes it in); a table's rows stay whole."""
+    def wrapped(render):
+        return lambda: "\n".join(line if line.startswith("|") else wrap(line) for line in render().split("\n"))
+
+    return {"cpu:hub-room": wrapped(render_cpu), "gpu:hub-room": wrapped(render_gpu),
+            "cpu:hub-neighbour": wrapped(lambda: render_neighbour("cpu")),
+            "gpu:hub-neighbour": wrapped(lambda: render_neighbour("gpu"))}
