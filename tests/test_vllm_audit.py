@@ -378,7 +378,9 @@ def test_a_dflash_pad_of_0_in_a_helper_kernel_is_run_through_the_helper(trees, t
     assert record["dflash"]["run"]["padded_rows"] == [0, 0] and rc == 1 and record["verdict"] == AFFECTED
 
 
-def test_a_dflash_parameter_the_kit_does_not_know_falls_back_to_reading_and_says_why(trees, tmp_path, capfd):
+def test_a_dflash_preparation_the_kit_cannot_run_is_not_judged_by_its_minus_1_store(trees, tmp_path, capfd):
+    """A -1 store read in the source does not show which rows it reaches: without the run the part is
+    not judged (exit 2), and the report says why the run was not made."""
     tree = _copy(trees[releases.IMPORTS_HELPER], tmp_path, "dflash-future")
     path = tree / DFLASH
     source = path.read_text()
@@ -388,8 +390,9 @@ def test_a_dflash_parameter_the_kit_does_not_know_falls_back_to_reading_and_says
     record = json.loads(out)
     run, part = record["dflash"]["run"], record["parts"]["dflash_pad"]
     assert not run["ran"] and "takes future_buffer, which the kit does not know yet" in run["problem"]
-    assert part["state"] == "pads -1" and "read with Python's ast (not run: " in part["how"]
-    assert rc == 0 and record["verdict"] == NOT_AFFECTED
+    assert record["dflash"]["reading"]["part"]["state"] == "pads -1"  # what the source says, not trusted alone
+    assert part["state"] == "unknown" and "read with Python's ast (not run: " in part["how"]
+    assert rc == 2 and record["verdict"] == UNKNOWN and "future_buffer" in record["why"]
 
 
 def test_a_fill_moved_into_a_helper_of_the_same_file_still_counts(trees, tmp_path, capfd):

@@ -352,7 +352,7 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     """vLLM's ``sample/gumbel.py`` from `tree` (see :func:`find_tree`), as a module of this process, with
     what it imports from vLLM (see the module's docstring).
 
-    Loaded once per file content and backend; the module is named ``labkit_vllm_gumbel_<sha8>`` and
+    Loaded once per content of the file and of the tree's files it imports from, and per backend; the module is named ``labkit_vllm_gumbel_<sha8>`` and
     its ``__file__`` is the file in the tree.
     """
     if not backends.HAS_TRITON:
@@ -362,7 +362,13 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     path = root / KERNEL_FILE
     source = read_source(path)
     digest = hashlib.sha256(source.encode()).hexdigest()
-    key = (digest, "interpreter" if backends.KERNELS_INTERPRETED else "compiled")
+    # The module holds the kernel file and what it takes from the tree's other files: a change to one of
+    # those (a helper kernel edited) is another module.
+    helpers = hashlib.sha256()
+    for name in sorted({i.split(":")[0] for i in kernel_imports(path) if i.startswith("vllm.")}):
+        helper = _module_file(root, name)
+        helpers.update(name.encode() + (helper.read_bytes() if helper is not None else b""))
+    key = (digest, helpers.hexdigest(), "interpreter" if backends.KERNELS_INTERPRETED else "compiled")
     if key in _LOADED:
         return _LOADED[key]
     modules = _vllm_modules(root, parse(path))

@@ -41,7 +41,7 @@ from labkit.upstream.audit import KernelVerdict, audit_sampler, kit_sampler, vll
 from labkit.upstream.dflash_run import DFlashAudit, audit_dflash, overwrites_a_slot
 from labkit.upstream.kernel_api import KernelPlan, NoSlotStore, UnknownKernelApi, plan
 from labkit.upstream.loader import KERNEL_FILE, find_tree, load_vllm_sampling, parse, tree_provenance
-from labkit.upstream.speculator_reading import SpeculatorReading, read_speculators
+from labkit.upstream.host_fill_run import HostFillAudit, audit_host_fill
 
 PROGRAM = "python -m labkit audit-vllm"
 PR = "vLLM PR #47066"
@@ -74,7 +74,7 @@ class TreeAudit:
     kernel: KernelVerdict | None  # the run in the scenario (None: not run)
     kernel_problem: str | None  # why it was not run: no slot store, an unknown API, a file that does not load
     no_slot_store: bool
-    speculator: SpeculatorReading
+    speculator: HostFillAudit
     dflash: DFlashAudit
     q_stores: list[dict]
     calibration: dict  # "unmasked" / "masked" -> the kit's own kernel's KernelVerdict in the same scenario
@@ -190,7 +190,7 @@ def audit_tree(path: str | Path | None = None) -> TreeAudit:
     else that goes wrong becomes a part the report says it could not judge."""
     root = find_tree(path)
     provenance = tree_provenance(root)
-    speculator, dflash, q_stores = read_speculators(root), audit_dflash(root), q_store_sites(root)
+    speculator, dflash, q_stores = audit_host_fill(root), audit_dflash(root), q_store_sites(root)
 
     def audit(api, kernel, problem, no_store=False, calibration=None):
         return TreeAudit(provenance, api, kernel, problem, no_store, speculator, dflash, q_stores, calibration or {})
