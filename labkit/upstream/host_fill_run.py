@@ -464,8 +464,8 @@ class HostFillAudit:
             # step before left there.
             c = by_name[bare[0].function]
             return {**base, "state": "no fill",
-                    "says": f"nothing fills the padded rows of {BUFFER} ({c.file}: {c.function} copies the live slots on "
-                            f"line {c.live_copy.line} and is the only code of the speculators that writes {BUFFER} "
+                    "says": f"nothing fills the padded rows of {BUFFER} ({c.file}: {c.function} copies the live "
+                            f"slots on line {c.live_copy.line} and is the only code of the speculators that writes {BUFFER} "
                             f"after its allocation; read, not run: {bare[0].problem})"}
         problems = [f"{r.function} ({r.file}:{r.line}) could not be run: {r.problem}" for r in unrun]
         if p is not None:

@@ -352,7 +352,8 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     """vLLM's ``sample/gumbel.py`` from `tree` (see :func:`find_tree`), as a module of this process, with
     what it imports from vLLM (see the module's docstring).
 
-    Loaded once per content of the file and of the tree's files it imports from, and per backend; the module is named ``labkit_vllm_gumbel_<sha8>`` and
+    Loaded once per content of the file and of the tree's files it imports from, and per backend; the
+    module is named ``labkit_vllm_gumbel_<sha8>`` and
     its ``__file__`` is the file in the tree.
     """
     if not backends.HAS_TRITON:

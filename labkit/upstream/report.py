@@ -39,9 +39,9 @@ from labkit import backends
 from labkit.errors import LabkitInputError
 from labkit.upstream.audit import KernelVerdict, audit_sampler, kit_sampler, vllm_sampler
 from labkit.upstream.dflash_run import DFlashAudit, audit_dflash, overwrites_a_slot
+from labkit.upstream.host_fill_run import HostFillAudit, audit_host_fill
 from labkit.upstream.kernel_api import KernelPlan, NoSlotStore, UnknownKernelApi, plan
 from labkit.upstream.loader import KERNEL_FILE, find_tree, load_vllm_sampling, parse, tree_provenance
-from labkit.upstream.host_fill_run import HostFillAudit, audit_host_fill
 
 PROGRAM = "python -m labkit audit-vllm"
 PR = "vLLM PR #47066"
