@@ -249,38 +249,15 @@ def _docs(args) -> int:
 
 
 def _audit_vllm_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Is a vLLM tree affected by PR #47066? The first line says: affected, not affected, not applicable (its "
-        "sampling kernel stores nothing by slot) or could not audit, and why; the exit status is 1 for affected, 2 "
-        "for could not audit, else 0. It runs the tree's own vllm/v1/worker/gpu/sample/gumbel.py (with what it "
-        "imports from vLLM, never vLLM itself) with a padded row holding a live slot and one holding -1, guard "
-        "memory around every slot-indexed buffer, and reads whether the speculator fills the padded rows of "
-        "idx_mapping with -1 and what DFlash pads its sample mapping with.")
-    parser.epilog = ("Exit status: 0 not affected or not applicable, 1 affected, 2 could not audit (one line says "
-                     "what is missing).")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--vllm", default=None, metavar="PATH",
-                       help="a vLLM source tree, installation (site-packages or its vllm/ folder) or a folder of "
-                            "release files (default: the installed vllm)")
-    where.add_argument("--release", default=None, metavar="VERSION",
-                       help="a release from the package index: its few files are read into build/vllm-trees/")
-    parser.add_argument("--json", action="store_true", help="print the verdict and each part's evidence as JSON")
-    parser.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
-                        help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
-                             "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
+    from labkit.upstream.report import add_arguments
+
+    add_arguments(parser)
 
 
 def _audit_vllm(args) -> int:
-    from labkit.upstream.report import audit_tree
+    from labkit.upstream.report import run_command
 
-    tree = args.vllm
-    if args.release:
-        from labkit.upstream.fetch import fetch_release
-
-        tree = fetch_release(args.release, log=lambda m: print(m, file=sys.stderr))
-    result = audit_tree(tree)
-    print(json.dumps(result.to_json(), indent=1) if args.json else "\n".join(result.lines()))
-    return result.exit_status
+    return run_command(args)
 
 
 # In the order `--help` lists them: a learner's and an instructor's first, then the maintainers'.

@@ -104,6 +104,8 @@ def _expected_verdict(parts: dict) -> str:
         return NOT_APPLICABLE
     stores = kernel in ("masked", "unmasked")
     dflash_names_a_slot = dflash.startswith(("pads slot", "keeps stale slot"))
+    if kernel == "skips live rows":
+        return AFFECTED
     if stores and (host == "no fill" or (kernel == "unmasked" and host == "fills") or dflash_names_a_slot):
         return AFFECTED
     if "unknown" in (kernel, host, dflash):
@@ -417,8 +419,8 @@ def test_a_signature_the_kit_does_not_know_is_could_not_audit_with_the_signature
     assert source.count("def gumbel_sample(\n") == 1
     path.write_text(source.replace("def gumbel_sample(\n", "def gumbel_sample(\n    future_buffer: torch.Tensor,\n"))
     rc, out, _ = _main(capfd, "--vllm", str(tree), "--backend", "interpreter")
-    assert rc == 2 and out.startswith(f"vLLM PR #47066: {UNKNOWN}: the sampling kernel could not be run: could not "
-                                      "audit: gumbel_sample(future_buffer: torch.Tensor, logits")
+    assert rc == 2 and out.startswith(f"vLLM PR #47066: {UNKNOWN}: kernel: gumbel_sample(future_buffer: torch.Tensor, "
+                                      "logits")
     assert "the kit does not know what to pass as future_buffer" in out.splitlines()[0]
 
 

@@ -208,6 +208,7 @@ class CaseResult:
     out_of_bounds: list[dict]  # {"kind", "buffer", "index", "row"}
     reads_seen: str  # "exact" (interpreter) or "by effect" (compiled)
     sentences: list[str] = field(default_factory=list)
+    live_records_unstored: list[str] = field(default_factory=list)  # a live row's q the launch never stored
 
     def shared_slots(self) -> dict[int, list[int]]:
         """Slots that two or more rows of the padded launch name: each of those rows stores q there
@@ -299,15 +300,20 @@ def filled_case(sampler: Sampler, inputs: Inputs) -> CaseResult:
             if not torch.equal(other.tokens[r], padded.tokens[r]):
                 accesses.append({"kind": "load", "buffer": "temperature or seeds", "index": -1, "row": r,
                                  "seen": "the row's token changed with the guard contents alone"})
-    changed = []
+    changed, unstored = [], []
     for row, slot in enumerate(LIVE_SLOTS):
         for col in range(K):
             if not torch.equal(padded.q.view[slot, col], reference.q.view[slot, col]):
                 changed.append(f"draft_logits[{slot}, {col}, :] (slot {slot}, live row {row})")
+            # The eager run is the same kernel: a mask that also skips a live row skips it there too. A
+            # live row's q must be stored, whatever the kernel.
+            if torch.all(padded.q.view[slot, col] == Q_UNTOUCHED):
+                unstored.append(f"draft_logits[{slot}, {col}, :] (slot {slot}, live row {row})")
         if not torch.equal(padded.tokens[row], reference.tokens[row]):
             changed.append(f"draft_tokens[{row}] (live row {row})")
-    sentences = [_access_sentence(a) for a in accesses] + [f"{c} differs from the eager run" for c in changed]
-    return CaseResult("filled", mapping, changed, [], accesses, reads_seen, sentences)
+    sentences = [_access_sentence(a) for a in accesses] + [f"{c} differs from the eager run" for c in changed] + [
+        f"{c} was never stored: the kernel skips a live row" for c in unstored]
+    return CaseResult("filled", mapping, changed, [], accesses, reads_seen, sentences, unstored)
 
 
 def _access_sentence(a: dict) -> str:
@@ -331,7 +337,12 @@ class KernelVerdict:
 
     @property
     def masks_padded_rows(self) -> bool:
-        return not self.filled.out_of_bounds and not self.filled.live_records_changed
+        return not self.filled.out_of_bounds and not self.filled.live_records_changed and \
+            not self.filled.live_records_unstored
+
+    @property
+    def skips_live_rows(self) -> bool:
+        return bool(self.filled.live_records_unstored)
 
     @property
     def stale_slots_corrupt(self) -> bool:

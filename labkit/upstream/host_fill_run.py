@@ -175,6 +175,7 @@ def run_copy(tree: str | Path, rel: str, qualname: str, line: int, folder: str) 
     tree = Path(tree)
 
     def not_run(problem, live=(), padded=(), stale=-2):
+        problem = problem.replace(f" ({tree})", "").replace(str(tree), "the tree")  # the same words in any folder
         return HostFillRun(rel, qualname, line, False, problem[:500], list(live), list(padded), stale)
 
     if "." not in qualname:
@@ -465,8 +466,8 @@ class HostFillAudit:
             c = by_name[bare[0].function]
             return {**base, "state": "no fill",
                     "says": f"nothing fills the padded rows of {BUFFER} ({c.file}: {c.function} copies the live "
-                            f"slots on line {c.live_copy.line} and is the only code of the speculators that writes {BUFFER} "
-                            f"after its allocation; read, not run: {bare[0].problem})"}
+                            f"slots on line {c.live_copy.line} and is the only code of the speculators that writes "
+                            f"{BUFFER} after its allocation; read, not run: {bare[0].problem})"}
         problems = [f"{r.function} ({r.file}:{r.line}) could not be run: {r.problem}" for r in unrun]
         if p is not None:
             if not p.calls and not p.conditional_calls:

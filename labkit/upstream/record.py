@@ -114,6 +114,7 @@ def load_cpu_record(path: Path = CPU_RECORD) -> dict | None:
 def _part_word(part: dict) -> str:
     state = part["state"]
     words = {"no slot store": "stores nothing by slot", "masked": "masks -1", "unmasked": "unmasked",
+             "skips live rows": "skips live rows",
              "fills": "-1", "no fill": "none", "absent": "no DFlash", "pads -1": "-1", "unknown": "not judged"}
     if state in words:
         return words[state]
