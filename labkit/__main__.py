@@ -79,7 +79,7 @@ def _auto_backend() -> str:
     return "triton" if compiled else "torch"
 
 
-def _backend_for(requested: str) -> str | None:
+def _backend_for(requested: str, offer=None) -> str | None:
     """The backend to run under; None if this process cannot switch to it (the kernels were compiled
     at import and the interpreter is asked for: the caller re-runs the command in a fresh process)."""
     from labkit import backends
@@ -88,7 +88,7 @@ def _backend_for(requested: str) -> str | None:
     # A fresh process can define the kernels for the interpreter: only that one rule is this
     # command's own; whether a backend runs here at all is backends.why_unavailable's.
     fresh = None if os.environ.get("LABKIT_BACKEND", "").strip() != "interpreter" else backends.KERNELS_INTERPRETED
-    reason = backends.why_unavailable(name, kernels_interpreted=fresh)
+    reason = backends.why_unavailable(name, kernels_interpreted=fresh, offer=offer or backends.BACKENDS)
     if reason:
         raise LabkitInputError(f"--backend {name}: " + reason.replace("'interpreter'", "--backend interpreter")
                                .replace("'torch'", "--backend torch"))
@@ -113,7 +113,8 @@ def _run_under_backend(name: str, run: Callable, args: argparse.Namespace, argv:
     if name == "audit-vllm" and args.backend == "auto":  # vLLM's kernel is Triton: never 'torch'
         compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
         args.backend = "triton" if compiled else "interpreter"
-    backend = _backend_for(args.backend)
+    # audit-vllm's --backend has no 'torch' (vLLM's kernel is Triton): never suggested to it
+    backend = _backend_for(args.backend, ("interpreter", "triton") if name == "audit-vllm" else None)
     if backend is None:
         return _in_interpreter_process([name, *argv])
     with backends.using_backend(backend):
@@ -283,7 +284,8 @@ COMMANDS = {
     "family": Command("the case book's four cases: what each corrupts, the audit", "labkit.tools.family"),
     "gpu": Command("GPU measurements of the sampling path, into a record", "labkit.gpu.cli"),
     "record": Command("merge a run's sections into one of the kit's records", "labkit.records", kernels=False),
-    "upstream": Command("vLLM's pinned releases: fetch their files, record the audit", "labkit.upstream.cli"),
+    "upstream": Command("vLLM's releases: fetch their files, record the audit", "labkit.upstream.cli",
+                        kernels=False),
     "bench-cpu": Command("time the kit on a CPU against its targets (make bench-cpu)", "labkit.tools.bench_cpu",
                          kernels=False),
     "mutants": Command("break each part of the fix; a test must fail (make mutants)", "labkit.tools.mutants",

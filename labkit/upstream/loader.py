@@ -34,7 +34,6 @@ import sys
 import types
 from pathlib import Path
 
-from labkit import backends
 from labkit.errors import LabkitInputError
 
 KERNEL_FILE = "vllm/v1/worker/gpu/sample/gumbel.py"
@@ -326,6 +325,8 @@ def _import_name(root: Path, source: str, attr: str, importer: str, done: dict):
 def _libdevice():
     import triton.language.extra.libdevice as libdevice
 
+    from labkit import backends
+
     if not backends.KERNELS_INTERPRETED:
         return libdevice
     from labkit.upstream import interpreter_libdevice
@@ -396,6 +397,8 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     module is named ``labkit_vllm_gumbel_<sha8>`` and
     its ``__file__`` is the file in the tree.
     """
+    from labkit import backends  # here, not at import: fetching a release's files needs no torch
+
     if not backends.HAS_TRITON:
         raise LabkitInputError("vLLM's sampling kernel is a Triton kernel, and Triton is not installed here "
                                "(it installs on Linux)")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
 import sys
 import textwrap
@@ -27,15 +26,18 @@ import time
 from pathlib import Path
 
 from labkit import records
-from labkit.upstream.fetch import TREES, FetchError, audited_releases, cached, fetch_release, index_releases
+from labkit.upstream.fetch import (
+    TREES_ENV,
+    FetchError,
+    audited_releases,
+    cached,
+    fetch_release,
+    index_releases,
+    trees_folder,
+)
 
 CPU_RECORD = records.CPU_UPSTREAM
-TREES_ENV = "LABKIT_VLLM_TREES"
 DOC = records.paths.DOCS / "VLLM_MAP.md"
-
-
-def trees_folder() -> Path:
-    return Path(os.environ.get(TREES_ENV) or TREES)
 
 
 def _entry(tree: Path) -> dict:

@@ -135,6 +135,24 @@ class TreeAudit:
         return {"state": "unmasked", "evidence": self.q_stores,
                 "says": f"the kernel stores q by slot and does not skip a row whose slot is -1 ({where}: {touched})"}
 
+    def _seen_outside(self) -> str:
+        """What the run saw a padded row holding -1 do, in words: read or write out of bounds (which buffers),
+        overwrite a live record."""
+        filled = self.kernel.filled
+        kinds = {"load": set(), "store": set(), "access": set()}
+        for a in filled.out_of_bounds:
+            kinds.setdefault(a["kind"], set()).add(a["buffer"])
+        said = []
+        if kinds["load"]:
+            said.append(f"reads out of bounds ({', '.join(sorted(kinds['load']))})")
+        if kinds["store"]:
+            said.append(f"writes out of bounds ({', '.join(sorted(kinds['store']))})")
+        if kinds["access"]:
+            said.append("touches memory outside every buffer")
+        if filled.live_records_changed:
+            said.append(f"overwrites a live slot's record ({filled.live_records_changed[0]})")
+        return " and ".join(said) or "changes what a live row gets"
+
     def parts(self) -> dict:
         return {"kernel": self.kernel_part(), "host_fill": self.speculator.part(), "dflash_pad": self.dflash.part()}
 
@@ -150,8 +168,8 @@ class TreeAudit:
                      ", and the kernel does not skip padded rows")
             reasons.append(parts["host_fill"]["says"] + extra)
         if kernel == "unmasked" and host == "fills":
-            reasons.append("the padded rows hold -1 but " + parts["kernel"]["says"].removeprefix("the ")
-                           + ": the fill without the mask reads and writes out of bounds")
+            reasons.append("the padded rows hold -1 but " + parts["kernel"]["says"]
+                           + f": the fill without the mask {self._seen_outside()}")
         if kernel == "skips live rows":
             reasons.append(parts["kernel"]["says"])
         if kernel in ("masked", "unmasked") and overwrites_a_slot(dflash):
