@@ -24,6 +24,7 @@ kit does not know yet stops the run with its name (the source is read instead).
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy as _copy
 import inspect
 import types
@@ -33,6 +34,7 @@ from pathlib import Path
 from labkit.bench.scenario import MECHANICS_SCHEDULE, TIMELINE
 from labkit.errors import LabkitInputError
 from labkit.upstream.dflash_reading import DFlashReading, read_dflash
+from labkit.upstream.interpreter_index import scalar_index
 from labkit.upstream.loader import load_partial, parse
 from labkit.upstream.speculator_reading import SPEC_DECODE
 
@@ -332,18 +334,21 @@ def run_dflash(tree: str | Path, device=None, program: HostProgram | None = None
         return not_run(f"{FUNCTION} takes {', '.join(unknown)}, which the kit does not know yet (its parameters: "
                        f"{', '.join(p.name for p in parameters)})")
     first, second = MECHANICS_SCHEDULE
+    stale = -2
+    # Triton's interpreter before 3.7 cannot take a scalar as a loop bound under NumPy 2: given 3.7's way
     try:
-        for slots in (first, second):
-            values = {**persistent, **_step_inputs(torch, device, slots)}
-            for w in program.writes if program else ():
-                if w.when == "before":
-                    w.apply(persistent[BUFFER], len(slots))
-            prepare(**{p.name: values[p.name] for p in parameters if p.name in values})
-            for w in program.writes if program else ():
-                if w.when == "after":
-                    w.apply(persistent[BUFFER], len(slots))
-            if slots == first:
-                stale = int(persistent[BUFFER][len(second) * K])
+        with scalar_index() if device.type == "cpu" else contextlib.nullcontext():
+            for slots in (first, second):
+                values = {**persistent, **_step_inputs(torch, device, slots)}
+                for w in program.writes if program else ():
+                    if w.when == "before":
+                        w.apply(persistent[BUFFER], len(slots))
+                prepare(**{p.name: values[p.name] for p in parameters if p.name in values})
+                for w in program.writes if program else ():
+                    if w.when == "after":
+                        w.apply(persistent[BUFFER], len(slots))
+                if slots == first:
+                    stale = int(persistent[BUFFER][len(second) * K])
     except Exception as err:  # noqa: BLE001 - the tree's code failed in the scenario: said, never raised
         first_line = str(err).splitlines()[0] if str(err) else ""
         return not_run(f"{FUNCTION} failed in the scenario: {type(err).__name__}: {first_line}")
