@@ -538,3 +538,83 @@ def test_what_a_gpu_sees_by_effect_agrees_with_the_interpreters_exact_log(trees,
         assert {(a["buffer"], a["index"]) for a in seen.filled.out_of_bounds if a["kind"] == "store"} == stores
         assert any(a["kind"] == "load" for a in seen.filled.out_of_bounds) == \
             any(a["kind"] == "load" for a in exact.filled.out_of_bounds)
+
+
+# -- the command's smaller promises ------------------------------------------------------------------------
+
+def test_a_version_file_that_is_not_python_leaves_the_version_unknown_and_audits_the_rest(trees, tmp_path, capfd):
+    tree = _copy(trees[releases.FIRST_FIXED], tmp_path, "bad-version")
+    (tree / "vllm/_version.py").write_text("__version__ = (\n")
+    rc, out, err = _main(capfd, "--vllm", str(tree), "--backend", "interpreter")
+    assert "Traceback" not in out + err and rc == 0 and out.startswith(f"vLLM PR #47066: {NOT_AFFECTED}: ")
+    assert "version unknown (" in out and "SyntaxError" in out
+
+
+def test_a_tree_without_model_runner_v2_is_not_applicable_and_one_without_its_kernel_is_not_judged(trees, tmp_path,
+                                                                                                   capfd):
+    old = _copy(trees[releases.FIRST_FIXED], tmp_path, "no-mrv2")
+    shutil.rmtree(old / "vllm/v1/worker/gpu")
+    rc, out, _ = _main(capfd, "--vllm", str(old), "--backend", "interpreter")
+    assert rc == 0 and out.startswith(f"vLLM PR #47066: {NOT_APPLICABLE}: no Model Runner V2 sampler ("), out
+    rc, out, _ = _main(capfd, "--vllm", str(old), "--backend", "interpreter", "--json")
+    assert rc == 0 and json.loads(out)["verdict"] == NOT_APPLICABLE
+    moved = _copy(trees[releases.FIRST_FIXED], tmp_path, "kernel-moved")
+    (moved / KERNEL_FILE).rename(moved / KERNEL_FILE.replace("gumbel.py", "gumbel_v2.py"))
+    rc, out, err = _main(capfd, "--vllm", str(moved), "--backend", "interpreter")
+    assert rc == 2 and "holds no vllm/v1/worker/gpu/sample/gumbel.py" in err
+
+
+def test_a_refusal_under_json_is_json_on_stdout_and_one_line_on_stderr(tmp_path, capfd):
+    rc, out, err = _main(capfd, "--vllm", str(tmp_path / "nowhere"), "--backend", "interpreter", "--json")
+    record = json.loads(out)
+    assert rc == 2 and record["verdict"] == UNKNOWN and record["exit_status"] == 2 and "no such file" in record["why"]
+    assert len(err.strip().splitlines()) == 1 and "error:" in err
+
+
+def test_the_verdict_names_the_out_of_bounds_accesses_the_run_saw(trees, tmp_path):
+    """A fill without the mask: the words say reads, writes or both, as the run saw them."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import vllm_mutations as corpus
+
+    from labkit.upstream.report import audit_tree
+
+    by_name = {m.name: m for m in corpus.corpus()}
+    said = {}
+    for name in ("temperature-load-unmasked", "store-unmasked"):
+        made = corpus.generate(trees[releases.FIRST_FIXED], tmp_path, [by_name[name]])
+        said[name] = audit_tree(made[name]).verdict()
+    assert said["temperature-load-unmasked"][0] == AFFECTED
+    assert "reads out of bounds (temperature)" in said["temperature-load-unmasked"][1]
+    assert "writes out of bounds" not in said["temperature-load-unmasked"][1]
+    assert "writes out of bounds (draft_logits)" in said["store-unmasked"][1]
+    assert "reads out of bounds" not in said["store-unmasked"][1]
+
+
+def test_a_backend_the_command_refuses_suggests_only_backends_it_accepts(trees, capfd):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine compiles for its GPU: --backend triton is not refused here")
+    rc, _, err = _main(capfd, "--vllm", str(trees[releases.FIRST_FIXED]), "--backend", "triton")
+    assert rc == 2 and "--backend interpreter" in err and "torch" not in err.split("--backend triton:", 1)[1], err
+
+
+def test_upstream_fetch_keeps_trees_where_labkit_vllm_trees_says_and_needs_no_torch(trees, tmp_path):
+    """A folder carried to a machine without a network: fetch finds it there, asks the index nothing, and
+    imports no torch (a stand-in torch that cannot be imported is first on the path)."""
+    folder = tmp_path / "carried"
+    shutil.copytree(trees[releases.FIRST_FIXED], folder / releases.FIRST_FIXED)
+    stub = tmp_path / "stub" / "torch"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('torch is not on this machine')\n")
+    env = {k: v for k, v in os.environ.items() if k != "LABKIT_BACKEND"}
+    env.update(LABKIT_VLLM_TREES=str(folder), PYTHONPATH=str(tmp_path / "stub"),
+               LABKIT_INDEX_URL="http://127.0.0.1:9/unreachable")
+    for command in (["-m", "labkit", "upstream", "fetch"], ["-m", "labkit.upstream.fetch"]):
+        done = subprocess.run([sys.executable, *command, releases.FIRST_FIXED], capture_output=True, text=True,
+                              cwd=ROOT, env=env if command[1] == "labkit" else {**env, "PYTHONPATH": ""}, timeout=120)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stdout.strip() == str(folder / releases.FIRST_FIXED)
+    helped = subprocess.run([sys.executable, "-m", "labkit", "upstream", "fetch", "--help"], capture_output=True,
+                            text=True, cwd=ROOT, env=env, timeout=120)
+    assert helped.returncode == 0 and "--trees" in helped.stdout and "--all" not in helped.stdout

@@ -250,7 +250,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     folder = Path(args.trees) if args.trees else trees_folder()
     try:
-        known = index_releases()
+        # The index is asked only for what is not in the folder already (none of it, offline, if all is)
+        known = None if args.versions and all(cached(v, folder) for v in args.versions) else index_releases()
         versions = args.versions or [r.version for r in audited_releases(known)]
         for version in versions:
             print(fetch_release(version, folder, releases=known, log=lambda m: print(m, file=sys.stderr)))
