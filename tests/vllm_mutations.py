@@ -214,6 +214,25 @@ def _wrap_copy_call(condition):
     return edit
 
 
+def _copy_through_a_helper(condition):
+    """The caller calls a helper (only under `condition`) that calls the copy unconditionally."""
+    def edit(t):
+        rel = copy_caller(t)
+        text = _read(t, rel)
+        stmt = _statement_calling(text, _self_call("_copy_request_inputs"))
+        rows = text.splitlines(keepends=True)
+        indent = indent_of(rows[stmt.lineno - 1])
+        call = "".join(rows[stmt.lineno - 1:stmt.end_lineno]).replace("self._copy_request_inputs(",
+                                                                         "self._copy_inputs_step(", 1)
+        body = [f"{indent}if {condition}:\n", *("    " + r if r.strip() else r for r in call.splitlines(keepends=True))]
+        rows[stmt.lineno - 1:stmt.end_lineno] = body
+        (t / rel).write_text("".join(rows))
+        replace_line(t, rel, "    def propose(", ["def _copy_inputs_step(self, *args, **kwargs):",
+                                                    "    self._copy_request_inputs(*args, **kwargs)", "",
+                                                    "def propose("])
+    return edit
+
+
 def _helper_file(rel: str, source: str, imports: str, target: str, needle: str, call: list[str]):
     def edit(t):
         write(t, rel, source)
@@ -287,6 +306,8 @@ def host_mutations() -> list[Mutation]:
               _in_caller_after("self.idx_mapping[{n}:] = self.idx_mapping[0]")),
         _host("copy-called-only-in-eager-mode", BROKEN, "condition (when under graphs)",
               _wrap_copy_call("self.idx_mapping is None")),
+        _host("copy-moved-into-a-helper-called-only-in-eager-mode", BROKEN, "helper function",
+              _copy_through_a_helper("self.idx_mapping is None")),
         _host("caller-returns-before-the-copy", BROKEN, "condition (when under graphs)",
               _in_caller_before("if {n} < self.max_num_reqs:", "    return None")),
         # the fix written another way: must never be "affected"
@@ -366,6 +387,15 @@ def _q_pointer(t) -> str:
     raise NotApplicable("no q pointer")
 
 
+def _q_param(t) -> str:
+    """The name of gumbel_sample's slot-indexed output parameter."""
+    text = _read(t, KERNEL)
+    for name in ("output_processed_logits", "processed_logits_out", "logits_cache"):
+        if re.search(rf"\b{name}\b", text):
+            return name
+    raise NotApplicable("no q parameter")
+
+
 def kernel_mutations() -> list[Mutation]:
     return [
         _kernel("valid-from-minus-one", BROKEN, "mask", lambda t: replace(t, KERNEL, VALID,
@@ -393,6 +423,8 @@ def kernel_mutations() -> list[Mutation]:
                 _both(_unmask_temp, _rename_everywhere("temp_ptr", "t_ptr"))),
         _kernel("renamed-q-pointer-unmasked-store", BROKEN, "renamed pointer",
                 lambda t: _both(_unmask_store, _rename_everywhere(_q_pointer(t), "q_out_ptr"))(t)),
+        _kernel("renamed-q-parameter-unmasked-store", BROKEN, "renamed pointer",
+                lambda t: _both(_unmask_store, _rename_everywhere(_q_param(t), "q_out"))(t)),
         _kernel("valid-slot-helper-of-another-file-from-minus-one", BROKEN, "other file",
                 _helper_file("vllm/v1/worker/gpu/sample/valid.py", VALID_HELPER.format(bound=-1), "valid_slot",
                              KERNEL, VALID, ["is_valid_req = valid_slot(req_state_idx)"])),
@@ -467,7 +499,8 @@ def corpus() -> list[Mutation]:
 
 
 def generate(release: Path, out: Path, mutations: list[Mutation] | None = None) -> dict[str, Path | str]:
-    """One tree per mutation under `out` (a copy of `release`, edited): name -> the tree, or why not applicable."""
+    """One tree per mutation under `out` (a copy of `release`, edited): name -> the tree, or why not applicable.
+    Every edited file must still be Python: a mutation tests the audit's judgement, not its parser."""
     made: dict[str, Path | str] = {}
     for m in mutations if mutations is not None else corpus():
         target = out / m.name
@@ -480,6 +513,11 @@ def generate(release: Path, out: Path, mutations: list[Mutation] | None = None) 
             shutil.rmtree(target)
             made[m.name] = f"not applicable: {err}"
             continue
+        for path in target.rglob("*.py"):
+            try:
+                ast.parse(path.read_text())
+            except SyntaxError as err:
+                raise AssertionError(f"mutation {m.name} left {path.relative_to(target)} unparseable: {err}") from None
         made[m.name] = target
     return made
 

@@ -196,50 +196,73 @@ def host_program(tree: Path) -> HostProgram:
 
     folder = tree / SPEC_DECODE
     writes, problems = [], []
+    callers = []  # (file, class) of each class that calls the preparation
+    unreadable = []
     for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
         rel = path.relative_to(tree).as_posix()
         try:
             module = parse(path)
-        except LabkitInputError:
+        except LabkitInputError as err:
+            unreadable.append(str(err).splitlines()[0])
             continue
-        classes = [n for n in module.body if isinstance(n, ast.ClassDef)
-                   and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == FUNCTION
-                           for c in ast.walk(n))]
-        for cls in classes:
-            for fn, qual in _functions(ast.Module(body=[cls], type_ignores=[])):
-                calls = [c.lineno for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-                         and c.func.id == FUNCTION]
-                local = {}
-                for stmt, depth in _statements(fn):
-                    if depth == 0 and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                            isinstance(stmt.targets[0], ast.Name):
-                        local[stmt.targets[0].id] = stmt.value
-                for stmt, depth, what in writes_of(fn, BUFFER):
-                    code = ast.unparse(stmt).splitlines()[0][:160]
-                    if what == f"hands it to {FUNCTION}":
+        callers += [(rel, n) for n in module.body if isinstance(n, ast.ClassDef)
+                    and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == FUNCTION
+                            for c in ast.walk(n))]
+    if callers and unreadable:  # a file the kit cannot read may hold a base class or a write of the buffer
+        problems += [f"could not read {u}" for u in unreadable]
+    # and the classes they inherit from, among the speculators': their methods run on the same buffer
+    for rel, cls in callers + _bases(tree, [c for _, c in callers]):
+        for fn, qual in _functions(ast.Module(body=[cls], type_ignores=[])):
+            calls = [c.lineno for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                     and c.func.id == FUNCTION]
+            local = {}
+            for stmt, depth in _statements(fn):
+                if depth == 0 and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                        isinstance(stmt.targets[0], ast.Name):
+                    local[stmt.targets[0].id] = stmt.value
+            for stmt, depth, what in writes_of(fn, BUFFER):
+                code = ast.unparse(stmt).splitlines()[0][:160]
+                if what == f"hands it to {FUNCTION}":
+                    continue
+                method = qual.rsplit(".", 1)[-1]
+                form = _constant_write(stmt, BUFFER)
+                if method in ("__init__", "capture") and (what == "binds a new tensor to it" or (
+                        form is not None and form[:2] == (None, None))):
+                    writes.append(HostWrite(rel, stmt.lineno, code, "before the first step", None, None, None))
+                    continue
+                if calls and depth == 0 and form is not None:
+                    try:
+                        for bound in form[:2]:
+                            if bound is not None:
+                                _evaluate(bound, len(MECHANICS_SCHEDULE[1]), local)
+                    except _NotEvaluable as err:
+                        problems.append(f"{rel}:{stmt.lineno} ({qual}) writes {BUFFER} from {err} on, which the "
+                                        f"kit cannot evaluate in its scenario ({code})")
                         continue
-                    method = qual.rsplit(".", 1)[-1]
-                    form = _constant_write(stmt, BUFFER)
-                    if method in ("__init__", "capture") and (what == "binds a new tensor to it" or (
-                            form is not None and form[:2] == (None, None))):
-                        writes.append(HostWrite(rel, stmt.lineno, code, "before the first step", None, None, None))
-                        continue
-                    if calls and depth == 0 and form is not None:
-                        try:
-                            for bound in form[:2]:
-                                if bound is not None:
-                                    _evaluate(bound, len(MECHANICS_SCHEDULE[1]), local)
-                        except _NotEvaluable as err:
-                            problems.append(f"{rel}:{stmt.lineno} ({qual}) writes {BUFFER} from {err} on, which the "
-                                            f"kit cannot evaluate in its scenario ({code})")
-                            continue
-                        when = "before" if stmt.lineno < calls[0] else "after"
-                        lower, upper = (_bind(b, local) for b in form[:2])
-                        writes.append(HostWrite(rel, stmt.lineno, code, when, lower, upper, form[2]))
-                        continue
-                    problems.append(f"{rel}:{stmt.lineno} ({qual}) {what.replace('it', BUFFER, 1)} ({code}): the kit "
-                                    "cannot place that write against the preparation and the replay")
+                    when = "before" if stmt.lineno < calls[0] else "after"
+                    lower, upper = (_bind(b, local) for b in form[:2])
+                    writes.append(HostWrite(rel, stmt.lineno, code, when, lower, upper, form[2]))
+                    continue
+                problems.append(f"{rel}:{stmt.lineno} ({qual}) {what.replace('it', BUFFER, 1)} ({code}): the kit "
+                                "cannot place that write against the preparation and the replay")
     return HostProgram(writes, problems)
+
+
+def _bases(tree: Path, classes: list) -> list:
+    """(file, class) of every class the given ones inherit from, through the speculators' files."""
+    from labkit.upstream.host_fill_run import _classes
+
+    known = _classes(tree, SPEC_DECODE)
+    found, todo, seen = [], [c for c in classes], {c.name for c in classes}
+    while todo:
+        cls = todo.pop()
+        for b in cls.bases:
+            name = b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+            if name and name in known and name not in seen:
+                seen.add(name)
+                found.append(known[name])
+                todo.append(known[name][1])
+    return found
 
 
 def _bind(node, local: dict):

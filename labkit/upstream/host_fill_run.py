@@ -22,9 +22,9 @@ so a fill into a new tensor bound to the same name is no fill.
 
 Two things the run alone cannot see are read with ``ast`` and must have a form the kit knows, or
 the part is "could not audit": every call of the function must be an unconditional statement of
-its caller (it then runs before each replay), and no other code of the speculators may write the
-drafter's ``idx_mapping`` except its allocation in ``__init__`` and a whole-buffer reset in
-``capture`` (both before the first step).
+a drafter's ``propose`` with no ``return`` before it (it then runs before each replay), and no
+other code of the speculators may write the drafter's ``idx_mapping`` except its allocation in
+``__init__`` and a whole-buffer reset in ``capture`` (both before the first step).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ M = TIMELINE.max_num_reqs
 K = TIMELINE.k
 VOCAB = 31
 BEFORE_STEPS = ("__init__", "capture")  # methods that run once, before the first step the graph replays
+ENTRY = "propose"  # the drafter's step, which the model runner calls before it replays the drafter's graph
 # A method of the buffer that writes it (torch's in-place convention), and the ones that are views of it.
 VIEWS = ("view", "reshape", "narrow", "view_as", "expand", "as_strided", "unsqueeze", "squeeze", "flatten",
          "__getitem__", "t", "transpose", "permute", "select", "unflatten")
@@ -469,12 +470,17 @@ class HostFillAudit:
                             f"slots on line {c.live_copy.line} and is the only code of the speculators that writes "
                             f"{BUFFER} after its allocation; read, not run: {bare[0].problem})"}
         problems = [f"{r.function} ({r.file}:{r.line}) could not be run: {r.problem}" for r in unrun]
+        # A file the kit cannot read may call the host step or write the buffer: nothing is presumed of it.
+        problems += [f"could not read {u}" for u in self.reading.unreadable]
         if p is not None:
             if not p.calls and not p.conditional_calls:
                 problems.append(f"nothing calls {', '.join(r.function for r in self.runs)}: the kit cannot tell that "
                                 "it runs before a graph replays")
             problems += [f"{s.file}:{s.line} calls it only under a condition or in a loop ({s.code}): the kit cannot "
                          "tell that it runs before every replay" for s in p.conditional_calls]
+            problems += [f"{s.file}:{s.line} calls it from {s.function}, not from a drafter's propose (the step the "
+                         "model runner calls before each replay): the kit cannot tell when that runs"
+                         for s in p.calls if s.function.rsplit(".", 1)[-1] != ENTRY]
             problems += [f"{s.file}:{s.line}: {s.why}" for s in _early_returns(self._tree, p.calls)]
             problems += [f"{s.file}:{s.line} ({s.function}) {s.why.replace('it', f'self.{BUFFER}', 1)} outside the "
                          f"host fill ({s.code}): the kit cannot place that write against the replay"

@@ -133,6 +133,12 @@ def plan(module) -> KernelPlan:
         raise UnknownKernelApi(f"could not audit: {text}: its parameters are hidden behind "
                                f"{', '.join('*' * (1 + (params[n].kind == params[n].VAR_KEYWORD)) + n for n in hidden)}"
                                ", and the kit cannot tell what it passes on to")
+    unknown = [n for n in params if n not in ROLES]
+    if not q_params and unknown:
+        # "stores nothing by slot" is read from a signature whose every parameter the kit knows (0.12.0-0.17.x);
+        # a parameter of no known part may be the slot-indexed output under another name
+        raise UnknownKernelApi(f"could not audit: {text}: no slot-indexed output the kit knows, and "
+                               f"{', '.join(unknown)} of no part the kit knows (it may be one)")
     if not q_params:
         raise NoSlotStore(f"its gumbel_sample({', '.join(params)}) takes no slot-indexed output")
     q_param = q_params[0]
