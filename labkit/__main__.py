@@ -82,7 +82,7 @@ def _auto_backend() -> str:
     return "triton" if compiled else "torch"
 
 
-def _backend_for(requested: str) -> str | None:
+def _backend_for(requested: str, offer=None) -> str | None:
     """The backend to run under; None if this process cannot switch to it (the kernels were compiled
     at import and the interpreter is asked for: the caller re-runs the command in a fresh process)."""
     from labkit import backends
@@ -91,7 +91,7 @@ def _backend_for(requested: str) -> str | None:
     # A fresh process can define the kernels for the interpreter: only that one rule is this
     # command's own; whether a backend runs here at all is backends.why_unavailable's.
     fresh = None if os.environ.get("LABKIT_BACKEND", "").strip() != "interpreter" else backends.KERNELS_INTERPRETED
-    reason = backends.why_unavailable(name, kernels_interpreted=fresh)
+    reason = backends.why_unavailable(name, kernels_interpreted=fresh, offer=offer or backends.BACKENDS)
     if reason:
         raise LabkitInputError(f"--backend {name}: " + reason.replace("'interpreter'", "--backend interpreter")
                                .replace("'torch'", "--backend torch"))
@@ -116,7 +116,8 @@ def _run_under_backend(name: str, run: Callable, args: argparse.Namespace, argv:
     if name == "audit-vllm" and args.backend == "auto":  # vLLM's kernel is Triton: never 'torch'
         compiled = backends.HAS_TRITON and backends.HAS_CUDA and not backends.KERNELS_INTERPRETED
         args.backend = "triton" if compiled else "interpreter"
-    backend = _backend_for(args.backend)
+    # audit-vllm's --backend has no 'torch' (vLLM's kernel is Triton): never suggested to it
+    backend = _backend_for(args.backend, ("interpreter", "triton") if name == "audit-vllm" else None)
     if backend is None:
         return _in_interpreter_process([name, *argv])
     with backends.using_backend(backend):
@@ -252,38 +253,15 @@ def _docs(args) -> int:
 
 
 def _audit_vllm_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Is a vLLM tree affected by PR #47066? The first line says: affected, not affected, not applicable (its "
-        "sampling kernel stores nothing by slot) or could not audit, and why; the exit status is 1 for affected, 2 "
-        "for could not audit, else 0. It runs the tree's own vllm/v1/worker/gpu/sample/gumbel.py (with what it "
-        "imports from vLLM, never vLLM itself) with a padded row holding a live slot and one holding -1, guard "
-        "memory around every slot-indexed buffer, and reads whether the speculator fills the padded rows of "
-        "idx_mapping with -1 and what DFlash pads its sample mapping with.")
-    parser.epilog = ("Exit status: 0 not affected or not applicable, 1 affected, 2 could not audit (one line says "
-                     "what is missing).")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--vllm", default=None, metavar="PATH",
-                       help="a vLLM source tree, installation (site-packages or its vllm/ folder) or a folder of "
-                            "release files (default: the installed vllm)")
-    where.add_argument("--release", default=None, metavar="VERSION",
-                       help="a release from the package index: its few files are read into build/vllm-trees/")
-    parser.add_argument("--json", action="store_true", help="print the verdict and each part's evidence as JSON")
-    parser.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
-                        help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
-                             "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
+    from labkit.upstream.report import add_arguments
+
+    add_arguments(parser)
 
 
 def _audit_vllm(args) -> int:
-    from labkit.upstream.report import audit_tree
+    from labkit.upstream.report import run_command
 
-    tree = args.vllm
-    if args.release:
-        from labkit.upstream.fetch import fetch_release
-
-        tree = fetch_release(args.release, log=lambda m: print(m, file=sys.stderr))
-    result = audit_tree(tree)
-    print(json.dumps(result.to_json(), indent=1) if args.json else "\n".join(result.lines()))
-    return result.exit_status
+    return run_command(args)
 
 
 # In the order `--help` lists them: a learner's and an instructor's first, then the maintainers'.
@@ -310,7 +288,8 @@ COMMANDS = {
     "family": Command("the case book's four cases: what each corrupts, the audit", "labkit.tools.family"),
     "gpu": Command("GPU measurements of the sampling path, into a record", "labkit.gpu.cli"),
     "record": Command("merge a run's sections into one of the kit's records", "labkit.records", kernels=False),
-    "upstream": Command("vLLM's pinned releases: fetch their files, record the audit", "labkit.upstream.cli"),
+    "upstream": Command("vLLM's releases: fetch their files, record the audit", "labkit.upstream.cli",
+                        kernels=False),
     "bench-cpu": Command("time the kit on a CPU against its targets (make bench-cpu)", "labkit.tools.bench_cpu",
                          kernels=False),
     "mutants": Command("break each part of the fix; a test must fail (make mutants)", "labkit.tools.mutants",

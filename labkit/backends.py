@@ -38,14 +38,15 @@ HAS_CUDA = torch.cuda.is_available()
 _AS_IMPORTED = object()
 
 
-def why_unavailable(name: str, *, kernels_interpreted=_AS_IMPORTED) -> str | None:
+def why_unavailable(name: str, *, kernels_interpreted=_AS_IMPORTED, offer=BACKENDS) -> str | None:
     """Why this process cannot run backend `name` now, or None if it can: the one place the rule lives.
 
     'torch' always runs; 'triton' needs Triton and a CUDA device, 'interpreter' needs Triton; and
     both run only as the kernels were defined (Triton fixes compiled or interpreted at decoration
     time): `kernels_interpreted` says how, by default as they were at import; None while they are
     not defined yet (the import-time choice asks with None). The import-time chooser,
-    :func:`set_backend` and ``python -m labkit --backend`` all ask here.
+    :func:`set_backend` and ``python -m labkit --backend`` all ask here. `offer`: the backends the
+    asker accepts (a command whose --backend takes fewer); the reason suggests no other.
     """
     if kernels_interpreted is _AS_IMPORTED:
         kernels_interpreted = KERNELS_INTERPRETED
@@ -54,18 +55,26 @@ def why_unavailable(name: str, *, kernels_interpreted=_AS_IMPORTED) -> str | Non
     # What the machine lacks comes first: that is the answer on every process of this machine.
     if name == "triton" and not (HAS_TRITON and HAS_CUDA):
         return ("backend 'triton' compiles the kernels for a CUDA GPU: it needs both Triton and a CUDA device, "
-                f"and this machine has {'no CUDA device' if HAS_TRITON else 'no Triton'}; "
-                "'interpreter' runs the same Triton source on the CPU, 'torch' the kernels' torch references")
+                f"and this machine has {'no CUDA device' if HAS_TRITON else 'no Triton'}"
+                + _offered(offer, ("interpreter", "'interpreter' runs the same Triton source on the CPU"),
+                           ("torch", "'torch' the kernels' torch references")))
     if name == "interpreter" and not HAS_TRITON:
         return ("backend 'interpreter' runs the Triton kernels, and Triton is not installed here (it installs on "
-                "Linux); 'torch' runs the kernels' torch references")
+                "Linux)" + _offered(offer, ("torch", "'torch' runs the kernels' torch references")))
     if name == "interpreter" and kernels_interpreted is False:
         return ("the Triton kernels were compiled for the GPU when labkit was imported; set "
                 "LABKIT_BACKEND=interpreter before importing labkit to run them in the interpreter")
     if name == "triton" and kernels_interpreted:
+        others = [f"'{b}'" for b in ("interpreter", "torch") if b in offer]
         return ("the Triton kernels were defined for the interpreter when labkit was imported, so compiled "
-                "kernels are not available in this process; use 'interpreter' or 'torch' here")
+                "kernels are not available in this process" + (f"; use {' or '.join(others)} here" if others else ""))
     return None
+
+
+def _offered(offer, *alternatives: tuple[str, str]) -> str:
+    """'; ' and the alternatives the asker accepts, or nothing."""
+    said = [words for name, words in alternatives if name in offer]
+    return "; " + ", ".join(said) if said else ""
 
 
 def _choose_at_import() -> str:

@@ -137,3 +137,75 @@ def test_an_unreadable_file_is_named_and_the_others_still_read(tmp_path):
 def test_a_tree_without_speculators_says_so(tmp_path):
     reading = read_speculators(tmp_path)
     assert reading.fills_padded_rows is None and "no " + SPEC_DECODE in reading.lines()[0]
+
+
+# -- the host fill, run in the kit's scenario (labkit.upstream.host_fill_run) ----------------------------------
+# The reading above finds the function that copies the live slots; the run decides what the captured
+# buffer's padded row holds when the graph replays. Each broken shape below has a statement the reading
+# alone took for a fill.
+
+def _host(tmp_path, body: str, caller: str = "") -> dict:
+    from labkit.upstream.host_fill_run import audit_host_fill
+
+    source = "import torch\n\n" + textwrap.dedent(body) + textwrap.dedent(caller or """
+        class Drafter2(Drafter):
+            def propose(self, num_reqs, batch):
+                self._copy_request_inputs(num_reqs, batch, None, None)
+    """)
+    (tmp_path / SPEC_DECODE).mkdir(parents=True, exist_ok=True)
+    (tmp_path / SPEC_DECODE / "speculator.py").write_text(source)
+    return audit_host_fill(tmp_path).part()
+
+
+COPY = """
+    class Drafter:
+        def _copy_request_inputs(self, num_reqs, idx_mapping, temperature, seeds):
+            self.idx_mapping[:num_reqs].copy_(idx_mapping)
+            {fill}
+"""
+
+
+def test_a_fill_the_run_shows_is_a_fill_and_its_row_is_named(tmp_path):
+    part = _host(tmp_path, COPY.format(fill="self.idx_mapping[num_reqs:].fill_(-1)"))
+    assert part["state"] == "fills" and "row 7 held -1" in part["says"], part
+    assert part["runs"][0]["padded_rows"] == [-1] and part["runs"][0]["live_rows"] == [0, 1, 2, 4, 5, 6, 7]
+
+
+def test_fills_the_reading_took_for_a_fill_are_shown_not_to_be_one(tmp_path):
+    for i, fill in enumerate(("self.idx_mapping[num_reqs + 1:].fill_(-1)",  # off by one: the padded row is missed
+                              # false exactly when the graph pads
+                              "if num_reqs == self.max_num_reqs: self.idx_mapping[num_reqs:].fill_(-1)",
+                              "self.idx_mapping[num_reqs:].fill_(-1); self.idx_mapping[num_reqs:] = idx_mapping[0]")):
+        reading = read_speculators(_tree(tmp_path / str(i), {"speculator.py": COPY.format(fill=fill)}))
+        assert reading.part()["state"] == "fills", fill  # the statement's shape: what the reading alone said
+        part = _host(tmp_path / f"run{i}", COPY.format(fill=fill))
+        assert part["state"] == "no fill", (fill, part)
+
+
+def test_a_condition_the_scenario_cannot_decide_or_a_write_elsewhere_is_could_not_judge(tmp_path):
+    unknown_attribute = _host(tmp_path / "a", COPY.format(
+        fill="if not self.use_cuda_graphs: self.idx_mapping[num_reqs:].fill_(-1)"))
+    assert unknown_attribute["state"] == "unknown" and "reads self.use_cuda_graphs" in unknown_attribute["says"]
+    later = _host(tmp_path / "b", COPY.format(fill="self.idx_mapping[num_reqs:].fill_(-1)"), """
+        class Drafter2(Drafter):
+            def propose(self, num_reqs, batch):
+                self._copy_request_inputs(num_reqs, batch, None, None)
+                self.idx_mapping[num_reqs:].fill_(0)
+    """)
+    assert later["state"] == "unknown" and "calls fill_ on self.idx_mapping outside the host fill" in later["says"]
+    conditional = _host(tmp_path / "c", COPY.format(fill="self.idx_mapping[num_reqs:].fill_(-1)"), """
+        class Drafter2(Drafter):
+            def propose(self, num_reqs, batch, eager):
+                if eager:
+                    self._copy_request_inputs(num_reqs, batch, None, None)
+    """)
+    assert conditional["state"] == "unknown" and "only under a condition" in conditional["says"]
+
+
+def test_the_fix_written_another_way_is_shown_to_fill(tmp_path):
+    for i, fill in enumerate(("pad = self.idx_mapping[num_reqs:]; pad.fill_(-1)",
+                              "self.idx_mapping[num_reqs:] = torch.full_like(self.idx_mapping[num_reqs:], -1)",
+                              "self._pad(num_reqs)\n\n        def _pad(self, n):\n"
+                              "            self.idx_mapping[n:] = -1")):
+        part = _host(tmp_path / str(i), COPY.format(fill=fill))
+        assert part["state"] == "fills", (fill, part)

@@ -104,6 +104,8 @@ def _expected_verdict(parts: dict) -> str:
         return NOT_APPLICABLE
     stores = kernel in ("masked", "unmasked")
     dflash_names_a_slot = dflash.startswith(("pads slot", "keeps stale slot"))
+    if kernel == "skips live rows":
+        return AFFECTED
     if stores and (host == "no fill" or (kernel == "unmasked" and host == "fills") or dflash_names_a_slot):
         return AFFECTED
     if "unknown" in (kernel, host, dflash):
@@ -299,7 +301,8 @@ def test_a_damaged_tree_is_judged_where_it_can_be_and_says_what_it_could_not(tre
     cases["latin-speculator"] = (spec, UNKNOWN, "is not UTF-8 text")
     syntax = _copy(fixed, tmp_path, "syntax-elsewhere")
     (syntax / "vllm/v1/worker/gpu/spec_decode/broken_drafter.py").write_text("def f(:\n")
-    cases["syntax-elsewhere"] = (syntax, NOT_AFFECTED, "broken_drafter.py")
+    # a speculator file the kit cannot read might call the host step or write its buffers: not presumed
+    cases["syntax-elsewhere"] = (syntax, UNKNOWN, "could not read")
     gone = _copy(fixed, tmp_path, "no-speculators")
     shutil.rmtree(gone / "vllm/v1/worker/gpu/spec_decode")
     cases["no-speculators"] = (gone, UNKNOWN, "no vllm/v1/worker/gpu/spec_decode/ in this tree")
@@ -378,7 +381,9 @@ def test_a_dflash_pad_of_0_in_a_helper_kernel_is_run_through_the_helper(trees, t
     assert record["dflash"]["run"]["padded_rows"] == [0, 0] and rc == 1 and record["verdict"] == AFFECTED
 
 
-def test_a_dflash_parameter_the_kit_does_not_know_falls_back_to_reading_and_says_why(trees, tmp_path, capfd):
+def test_a_dflash_preparation_the_kit_cannot_run_is_not_judged_by_its_minus_1_store(trees, tmp_path, capfd):
+    """A -1 store read in the source does not show which rows it reaches: without the run the part is
+    not judged (exit 2), and the report says why the run was not made."""
     tree = _copy(trees[releases.IMPORTS_HELPER], tmp_path, "dflash-future")
     path = tree / DFLASH
     source = path.read_text()
@@ -388,8 +393,9 @@ def test_a_dflash_parameter_the_kit_does_not_know_falls_back_to_reading_and_says
     record = json.loads(out)
     run, part = record["dflash"]["run"], record["parts"]["dflash_pad"]
     assert not run["ran"] and "takes future_buffer, which the kit does not know yet" in run["problem"]
-    assert part["state"] == "pads -1" and "read with Python's ast (not run: " in part["how"]
-    assert rc == 0 and record["verdict"] == NOT_AFFECTED
+    assert record["dflash"]["reading"]["part"]["state"] == "pads -1"  # what the source says, not trusted alone
+    assert part["state"] == "unknown" and "read with Python's ast (not run: " in part["how"]
+    assert rc == 2 and record["verdict"] == UNKNOWN and "future_buffer" in record["why"]
 
 
 def test_a_fill_moved_into_a_helper_of_the_same_file_still_counts(trees, tmp_path, capfd):
@@ -414,8 +420,8 @@ def test_a_signature_the_kit_does_not_know_is_could_not_audit_with_the_signature
     assert source.count("def gumbel_sample(\n") == 1
     path.write_text(source.replace("def gumbel_sample(\n", "def gumbel_sample(\n    future_buffer: torch.Tensor,\n"))
     rc, out, _ = _main(capfd, "--vllm", str(tree), "--backend", "interpreter")
-    assert rc == 2 and out.startswith(f"vLLM PR #47066: {UNKNOWN}: the sampling kernel could not be run: could not "
-                                      "audit: gumbel_sample(future_buffer: torch.Tensor, logits")
+    assert rc == 2 and out.startswith(f"vLLM PR #47066: {UNKNOWN}: kernel: gumbel_sample(future_buffer: torch.Tensor, "
+                                      "logits")
     assert "the kit does not know what to pass as future_buffer" in out.splitlines()[0]
 
 
@@ -533,3 +539,83 @@ def test_what_a_gpu_sees_by_effect_agrees_with_the_interpreters_exact_log(trees,
         assert {(a["buffer"], a["index"]) for a in seen.filled.out_of_bounds if a["kind"] == "store"} == stores
         assert any(a["kind"] == "load" for a in seen.filled.out_of_bounds) == \
             any(a["kind"] == "load" for a in exact.filled.out_of_bounds)
+
+
+# -- the command's smaller promises ------------------------------------------------------------------------
+
+def test_a_version_file_that_is_not_python_leaves_the_version_unknown_and_audits_the_rest(trees, tmp_path, capfd):
+    tree = _copy(trees[releases.FIRST_FIXED], tmp_path, "bad-version")
+    (tree / "vllm/_version.py").write_text("__version__ = (\n")
+    rc, out, err = _main(capfd, "--vllm", str(tree), "--backend", "interpreter")
+    assert "Traceback" not in out + err and rc == 0 and out.startswith(f"vLLM PR #47066: {NOT_AFFECTED}: ")
+    assert "version unknown (" in out and "SyntaxError" in out
+
+
+def test_a_tree_without_model_runner_v2_is_not_applicable_and_one_without_its_kernel_is_not_judged(trees, tmp_path,
+                                                                                                   capfd):
+    old = _copy(trees[releases.FIRST_FIXED], tmp_path, "no-mrv2")
+    shutil.rmtree(old / "vllm/v1/worker/gpu")
+    rc, out, _ = _main(capfd, "--vllm", str(old), "--backend", "interpreter")
+    assert rc == 0 and out.startswith(f"vLLM PR #47066: {NOT_APPLICABLE}: no Model Runner V2 sampler ("), out
+    rc, out, _ = _main(capfd, "--vllm", str(old), "--backend", "interpreter", "--json")
+    assert rc == 0 and json.loads(out)["verdict"] == NOT_APPLICABLE
+    moved = _copy(trees[releases.FIRST_FIXED], tmp_path, "kernel-moved")
+    (moved / KERNEL_FILE).rename(moved / KERNEL_FILE.replace("gumbel.py", "gumbel_v2.py"))
+    rc, out, err = _main(capfd, "--vllm", str(moved), "--backend", "interpreter")
+    assert rc == 2 and "holds no vllm/v1/worker/gpu/sample/gumbel.py" in err
+
+
+def test_a_refusal_under_json_is_json_on_stdout_and_one_line_on_stderr(tmp_path, capfd):
+    rc, out, err = _main(capfd, "--vllm", str(tmp_path / "nowhere"), "--backend", "interpreter", "--json")
+    record = json.loads(out)
+    assert rc == 2 and record["verdict"] == UNKNOWN and record["exit_status"] == 2 and "no such file" in record["why"]
+    assert len(err.strip().splitlines()) == 1 and "error:" in err
+
+
+def test_the_verdict_names_the_out_of_bounds_accesses_the_run_saw(trees, tmp_path):
+    """A fill without the mask: the words say reads, writes or both, as the run saw them."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import vllm_mutations as corpus
+
+    from labkit.upstream.report import audit_tree
+
+    by_name = {m.name: m for m in corpus.corpus()}
+    said = {}
+    for name in ("temperature-load-unmasked", "store-unmasked"):
+        made = corpus.generate(trees[releases.FIRST_FIXED], tmp_path, [by_name[name]])
+        said[name] = audit_tree(made[name]).verdict()
+    assert said["temperature-load-unmasked"][0] == AFFECTED
+    assert "reads out of bounds (temperature)" in said["temperature-load-unmasked"][1]
+    assert "writes out of bounds" not in said["temperature-load-unmasked"][1]
+    assert "writes out of bounds (draft_logits)" in said["store-unmasked"][1]
+    assert "reads out of bounds" not in said["store-unmasked"][1]
+
+
+def test_a_backend_the_command_refuses_suggests_only_backends_it_accepts(trees, capfd):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine compiles for its GPU: --backend triton is not refused here")
+    rc, _, err = _main(capfd, "--vllm", str(trees[releases.FIRST_FIXED]), "--backend", "triton")
+    assert rc == 2 and "--backend interpreter" in err and "torch" not in err.split("--backend triton:", 1)[1], err
+
+
+def test_upstream_fetch_keeps_trees_where_labkit_vllm_trees_says_and_needs_no_torch(trees, tmp_path):
+    """A folder carried to a machine without a network: fetch finds it there, asks the index nothing, and
+    imports no torch (a stand-in torch that cannot be imported is first on the path)."""
+    folder = tmp_path / "carried"
+    shutil.copytree(trees[releases.FIRST_FIXED], folder / releases.FIRST_FIXED)
+    stub = tmp_path / "stub" / "torch"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('torch is not on this machine')\n")
+    env = {k: v for k, v in os.environ.items() if k != "LABKIT_BACKEND"}
+    env.update(LABKIT_VLLM_TREES=str(folder), PYTHONPATH=str(tmp_path / "stub"),
+               LABKIT_INDEX_URL="http://127.0.0.1:9/unreachable")
+    for command in (["-m", "labkit", "upstream", "fetch"], ["-m", "labkit.upstream.fetch"]):
+        done = subprocess.run([sys.executable, *command, releases.FIRST_FIXED], capture_output=True, text=True,
+                              cwd=ROOT, env=env if command[1] == "labkit" else {**env, "PYTHONPATH": ""}, timeout=120)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stdout.strip() == str(folder / releases.FIRST_FIXED)
+    helped = subprocess.run([sys.executable, "-m", "labkit", "upstream", "fetch", "--help"], capture_output=True,
+                            text=True, cwd=ROOT, env=env, timeout=120)
+    assert helped.returncode == 0 and "--trees" in helped.stdout and "--all" not in helped.stdout

@@ -138,6 +138,6 @@ SECTIONS: dict[str, Section] = {s.name: s for s in [
             _sanitizer),
     Section("family", "the case book's shared-pool and static-buffer cases under real CUDA graphs: symptoms "
             "against eager, both audits, where the allocator put the graphs' outputs", _family),
-    Section("upstream_audit", "audit-vllm compiled: vLLM's own sampling kernel of each pinned release "
-            "(files carried in build/vllm-trees/ or LABKIT_VLLM_TREES)", _upstream_audit),
+    Section("upstream_audit", "audit-vllm compiled: every release whose files are carried in $LABKIT_VLLM_TREES "
+            "(default build/vllm-trees/; fetched elsewhere with python -m labkit upstream fetch)", _upstream_audit),
 ]}

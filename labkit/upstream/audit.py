@@ -61,13 +61,12 @@ class Sampler:
     """A sampling launch: call(logits [rows, V], mapping [rows], temperature [M], seeds [M],
     positions [rows], q [M, K, V], col) -> tokens [rows], storing q[slot, col, :] by slot.
 
-    `module` and `kernels`: the module whose global @triton.jit kernels the call launches, by name
-    (the audit wraps them to see every access of each launch under the interpreter)."""
+    `module`: where the call comes from. Every kernel the call launches is watched, whichever
+    function of whichever module launches it (see :func:`_watched`)."""
 
     name: str
     call: Callable
     module: types.ModuleType
-    kernels: tuple[str, ...]
     q_is: str
     row_axis: int = 0  # the grid axis whose program id is the batch row (vLLM's grid: (row, block))
 
@@ -81,9 +80,7 @@ def vllm_sampler(module, api) -> Sampler:
         return sample(module, api, logits=logits, mapping=mapping, temperature=temperature, seeds=seeds,
                       positions=positions, q=q, col=col)
 
-    host = module.gumbel_sample.__code__.co_names
-    kernels = tuple(n for n in host if _is_kernel(getattr(module, n, None)))
-    return Sampler(f"vLLM gumbel_sample ({api.name})", call, module, kernels, api.q_is)
+    return Sampler(f"vLLM gumbel_sample ({api.name})", call, module, api.q_is)
 
 
 def kit_sampler(masked: bool) -> Sampler:
@@ -96,17 +93,7 @@ def kit_sampler(masked: bool) -> Sampler:
         return kit.gumbel_sample(logits.contiguous(), state, draft_step=col, masked=masked, validate=False)
 
     return Sampler(f"the kit's gumbel_sample ({'masked' if masked else 'unmasked'})", call, kit,
-                   ("gumbel_sample_kernel", "row_tokens_kernel"), "the draft logits after temperature", row_axis=1)
-
-
-def _is_kernel(obj) -> bool:
-    from triton.runtime.jit import JITFunction
-
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:  # pragma: no cover - every Triton the kit supports has it
-        InterpretedFunction = ()
-    return isinstance(obj, (JITFunction, InterpretedFunction))
+                   "the draft logits after temperature", row_axis=1)
 
 
 # -- watching the launches ----------------------------------------------------------------------
@@ -128,39 +115,40 @@ class _Watch:
         return {name: torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()) for name, t in named
                 if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in storages}
 
-    def wrap(self, fn):
+    def launch(self, original):
+        """`original` (an interpreted kernel's run), each launch logged against the guarded buffers."""
         watch = self
 
-        class Launch:
-            def __getitem__(self, grid):
-                def run(*args, **kwargs):
-                    with recording(watch.plain_tensors(fn, args, kwargs), watch.guarded) as log:
-                        out = fn[grid](*args, **kwargs)
-                    for a in log.out_of_bounds:
-                        if watch.row_axis != 0:  # the log's row is program id 0, not the row here
-                            a = Access(a.kind, a.buffer, a.index, None)
-                        if a not in watch.accesses:
-                            watch.accesses.append(a)
-                    return out
-                return run
+        def run(fn, *args, **kwargs):
+            with recording(watch.plain_tensors(fn, args, kwargs), watch.guarded) as log:
+                out = original(fn, *args, **kwargs)
+            for a in log.out_of_bounds:
+                if watch.row_axis != 0:  # the log's row is program id 0, not the row here
+                    a = Access(a.kind, a.buffer, a.index, None)
+                if a not in watch.accesses:
+                    watch.accesses.append(a)
+            return out
 
-        return Launch()
+        return run
 
 
 @contextlib.contextmanager
 def _watched(sampler: Sampler, guarded: list[Guarded]):
+    """Every kernel launched inside, watched: whichever function launches it (a wrapper, a helper of
+    another file), not only the kernels the sampler names. Launches go through the interpreter's one
+    `run`, which is replaced for the duration."""
     watch = _Watch(guarded, sampler.row_axis)
     if not backends.KERNELS_INTERPRETED:
         yield watch  # compiled: no hook; the guard rows and the results tell
         return
-    saved = {name: getattr(sampler.module, name) for name in sampler.kernels}
-    for name, fn in saved.items():
-        setattr(sampler.module, name, watch.wrap(fn))
+    from triton.runtime.interpreter import InterpretedFunction
+
+    original = InterpretedFunction.run
+    InterpretedFunction.run = watch.launch(original)
     try:
         yield watch
     finally:
-        for name, fn in saved.items():
-            setattr(sampler.module, name, fn)
+        InterpretedFunction.run = original
 
 
 # -- the scenario -------------------------------------------------------------------------------
@@ -220,6 +208,7 @@ class CaseResult:
     out_of_bounds: list[dict]  # {"kind", "buffer", "index", "row"}
     reads_seen: str  # "exact" (interpreter) or "by effect" (compiled)
     sentences: list[str] = field(default_factory=list)
+    live_records_unstored: list[str] = field(default_factory=list)  # a live row's q the launch never stored
 
     def shared_slots(self) -> dict[int, list[int]]:
         """Slots that two or more rows of the padded launch name: each of those rows stores q there
@@ -311,15 +300,20 @@ def filled_case(sampler: Sampler, inputs: Inputs) -> CaseResult:
             if not torch.equal(other.tokens[r], padded.tokens[r]):
                 accesses.append({"kind": "load", "buffer": "temperature or seeds", "index": -1, "row": r,
                                  "seen": "the row's token changed with the guard contents alone"})
-    changed = []
+    changed, unstored = [], []
     for row, slot in enumerate(LIVE_SLOTS):
         for col in range(K):
             if not torch.equal(padded.q.view[slot, col], reference.q.view[slot, col]):
                 changed.append(f"draft_logits[{slot}, {col}, :] (slot {slot}, live row {row})")
+            # The eager run is the same kernel: a mask that also skips a live row skips it there too. A
+            # live row's q must be stored, whatever the kernel.
+            if torch.all(padded.q.view[slot, col] == Q_UNTOUCHED):
+                unstored.append(f"draft_logits[{slot}, {col}, :] (slot {slot}, live row {row})")
         if not torch.equal(padded.tokens[row], reference.tokens[row]):
             changed.append(f"draft_tokens[{row}] (live row {row})")
-    sentences = [_access_sentence(a) for a in accesses] + [f"{c} differs from the eager run" for c in changed]
-    return CaseResult("filled", mapping, changed, [], accesses, reads_seen, sentences)
+    sentences = [_access_sentence(a) for a in accesses] + [f"{c} differs from the eager run" for c in changed] + [
+        f"{c} was never stored: the kernel skips a live row" for c in unstored]
+    return CaseResult("filled", mapping, changed, [], accesses, reads_seen, sentences, unstored)
 
 
 def _access_sentence(a: dict) -> str:
@@ -343,7 +337,12 @@ class KernelVerdict:
 
     @property
     def masks_padded_rows(self) -> bool:
-        return not self.filled.out_of_bounds and not self.filled.live_records_changed
+        return not self.filled.out_of_bounds and not self.filled.live_records_changed and \
+            not self.filled.live_records_unstored
+
+    @property
+    def skips_live_rows(self) -> bool:
+        return bool(self.filled.live_records_unstored)
 
     @property
     def stale_slots_corrupt(self) -> bool:

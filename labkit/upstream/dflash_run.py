@@ -24,6 +24,8 @@ kit does not know yet stops the run with its name (the source is read instead).
 from __future__ import annotations
 
 import ast
+import contextlib
+import copy as _copy
 import inspect
 import types
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from pathlib import Path
 from labkit.bench.scenario import MECHANICS_SCHEDULE, TIMELINE
 from labkit.errors import LabkitInputError
 from labkit.upstream.dflash_reading import DFlashReading, read_dflash
+from labkit.upstream.interpreter_index import scalar_index
 from labkit.upstream.loader import load_partial, parse
 from labkit.upstream.speculator_reading import SPEC_DECODE
 
@@ -96,6 +99,184 @@ def find_function(tree: Path) -> tuple[str, int] | None:
     return None
 
 
+@dataclass(frozen=True)
+class HostWrite:
+    """A write of the drafter's sample mapping by host code around the preparation, in a form the kit runs:
+    a constant into ``[lower:upper]`` (None: that end of the buffer), before or after the preparation."""
+    file: str
+    line: int
+    code: str
+    when: str  # "before" or "after" the preparation, or "before the first step" (__init__, capture)
+    lower: object  # an ast expression, or None
+    upper: object
+    value: int | None
+
+    def apply(self, buffer, num_reqs: int) -> None:
+        lo, hi = (None if e is None else _evaluate(e, num_reqs) for e in (self.lower, self.upper))
+        buffer[lo:hi] = self.value
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "code": self.code, "when": self.when, "value": self.value}
+
+
+class _NotEvaluable(Exception):
+    pass
+
+
+_SELF = {"num_speculative_steps": K, "max_num_reqs": MAX_NUM_REQS, "num_query_per_req": QUERY_PER_REQ}
+
+
+def _evaluate(node, num_reqs: int, local: dict | None = None) -> int:
+    """A slice bound of the scenario's step: numbers, the step's request count and the drafter's sizes."""
+    local = {"num_reqs": num_reqs, **(local or {})}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in local:
+        value = local[node.id]
+        return _evaluate(value, num_reqs, {k: v for k, v in local.items() if k != node.id}) \
+            if isinstance(value, ast.AST) else value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        if node.value.id == "self" and node.attr in _SELF:
+            return _SELF[node.attr]
+        if node.value.id == "input_batch" and node.attr == "num_reqs":
+            return num_reqs
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, num_reqs, local)
+    if isinstance(node, ast.BinOp):
+        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__}
+        if type(node.op) in ops:
+            return ops[type(node.op)](_evaluate(node.left, num_reqs, local), _evaluate(node.right, num_reqs, local))
+    raise _NotEvaluable(ast.unparse(node))
+
+
+def _constant_write(stmt, attr: str):
+    """(lower, upper, value) of ``self.<attr>[lo:hi].fill_(C)`` / ``.zero_()`` / ``self.<attr>[lo:hi] = C`` (the
+    whole buffer without a slice); None for any other form."""
+    target, value = None, None
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        call = stmt.value
+        if call.func.attr == "zero_" and not call.args:
+            target, value = call.func.value, 0
+        elif call.func.attr == "fill_" and len(call.args) == 1 and not call.keywords:
+            target, value = call.func.value, _int(call.args[0])
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
+        target, value = stmt.targets[0], _int(stmt.value)
+    if target is None or value is None:
+        return None
+    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice) and target.slice.step is None:
+        lower, upper, target = target.slice.lower, target.slice.upper, target.value
+    else:
+        lower = upper = None
+    if isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name) \
+            and target.value.id == "self":
+        return lower, upper, value
+    return None
+
+
+def _int(node) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        v = node.operand.value
+        return -v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+@dataclass
+class HostProgram:
+    """The host writes of the sample mapping around the preparation: those the kit runs with it, and those it
+    cannot place (each a problem: the part is then not judged)."""
+    writes: list[HostWrite]
+    problems: list[str]
+
+
+def host_program(tree: Path) -> HostProgram:
+    """Every write of ``self.sample_idx_mapping`` by the classes that call the preparation, read with ast."""
+    from labkit.upstream.host_fill_run import _functions, _statements, writes_of
+
+    folder = tree / SPEC_DECODE
+    writes, problems = [], []
+    callers = []  # (file, class) of each class that calls the preparation
+    unreadable = []
+    for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
+        rel = path.relative_to(tree).as_posix()
+        try:
+            module = parse(path)
+        except LabkitInputError as err:
+            unreadable.append(str(err).splitlines()[0])
+            continue
+        callers += [(rel, n) for n in module.body if isinstance(n, ast.ClassDef)
+                    and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == FUNCTION
+                            for c in ast.walk(n))]
+    if callers and unreadable:  # a file the kit cannot read may hold a base class or a write of the buffer
+        problems += [f"could not read {u}" for u in unreadable]
+    # and the classes they inherit from, among the speculators': their methods run on the same buffer
+    for rel, cls in callers + _bases(tree, [c for _, c in callers]):
+        for fn, qual in _functions(ast.Module(body=[cls], type_ignores=[])):
+            calls = [c.lineno for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                     and c.func.id == FUNCTION]
+            local = {}
+            for stmt, depth in _statements(fn):
+                if depth == 0 and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                        isinstance(stmt.targets[0], ast.Name):
+                    local[stmt.targets[0].id] = stmt.value
+            for stmt, depth, what in writes_of(fn, BUFFER):
+                code = ast.unparse(stmt).splitlines()[0][:160]
+                if what == f"hands it to {FUNCTION}":
+                    continue
+                method = qual.rsplit(".", 1)[-1]
+                form = _constant_write(stmt, BUFFER)
+                if method in ("__init__", "capture") and (what == "binds a new tensor to it" or (
+                        form is not None and form[:2] == (None, None))):
+                    writes.append(HostWrite(rel, stmt.lineno, code, "before the first step", None, None, None))
+                    continue
+                if calls and depth == 0 and form is not None:
+                    try:
+                        for bound in form[:2]:
+                            if bound is not None:
+                                _evaluate(bound, len(MECHANICS_SCHEDULE[1]), local)
+                    except _NotEvaluable as err:
+                        problems.append(f"{rel}:{stmt.lineno} ({qual}) writes {BUFFER} from {err} on, which the "
+                                        f"kit cannot evaluate in its scenario ({code})")
+                        continue
+                    when = "before" if stmt.lineno < calls[0] else "after"
+                    lower, upper = (_bind(b, local) for b in form[:2])
+                    writes.append(HostWrite(rel, stmt.lineno, code, when, lower, upper, form[2]))
+                    continue
+                problems.append(f"{rel}:{stmt.lineno} ({qual}) {what.replace('it', BUFFER, 1)} ({code}): the kit "
+                                "cannot place that write against the preparation and the replay")
+    return HostProgram(writes, problems)
+
+
+def _bases(tree: Path, classes: list) -> list:
+    """(file, class) of every class the given ones inherit from, through the speculators' files."""
+    from labkit.upstream.host_fill_run import _classes
+
+    known = _classes(tree, SPEC_DECODE)
+    found, todo, seen = [], [c for c in classes], {c.name for c in classes}
+    while todo:
+        cls = todo.pop()
+        for b in cls.bases:
+            name = b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+            if name and name in known and name not in seen:
+                seen.add(name)
+                found.append(known[name])
+                todo.append(known[name][1])
+    return found
+
+
+def _bind(node, local: dict):
+    """`node` with the local names it uses replaced by what they were bound to (for evaluating later)."""
+    if node is None:
+        return None
+
+    class Bind(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return Bind().visit(_copy.deepcopy(local[n.id])) if n.id in local and n.id != "num_reqs" else n
+
+    return Bind().visit(_copy.deepcopy(node))
+
+
 def _step_inputs(torch, device, slots: tuple[int, ...]) -> dict:
     """The values of every parameter seen in a release's ``prepare_dflash_inputs``, for one step."""
     import numpy  # vLLM's InputBatch holds the scheduled token counts as a numpy array
@@ -142,7 +323,7 @@ def _persistent_buffers(torch, device) -> dict:
     }
 
 
-def run_dflash(tree: str | Path, device=None) -> DFlashRun | None:
+def run_dflash(tree: str | Path, device=None, program: HostProgram | None = None) -> DFlashRun | None:
     """The tree's DFlash preparation in the scenario above; None where the tree has no such function.
     Anything that goes wrong is the run's `problem` (one line), never raised."""
     import torch
@@ -176,12 +357,21 @@ def run_dflash(tree: str | Path, device=None) -> DFlashRun | None:
         return not_run(f"{FUNCTION} takes {', '.join(unknown)}, which the kit does not know yet (its parameters: "
                        f"{', '.join(p.name for p in parameters)})")
     first, second = MECHANICS_SCHEDULE
+    stale = -2
+    # Triton's interpreter before 3.7 cannot take a scalar as a loop bound under NumPy 2: given 3.7's way
     try:
-        for slots in (first, second):
-            values = {**persistent, **_step_inputs(torch, device, slots)}
-            prepare(**{p.name: values[p.name] for p in parameters if p.name in values})
-            if slots == first:
-                stale = int(persistent[BUFFER][len(second) * K])
+        with scalar_index() if device.type == "cpu" else contextlib.nullcontext():
+            for slots in (first, second):
+                values = {**persistent, **_step_inputs(torch, device, slots)}
+                for w in program.writes if program else ():
+                    if w.when == "before":
+                        w.apply(persistent[BUFFER], len(slots))
+                prepare(**{p.name: values[p.name] for p in parameters if p.name in values})
+                for w in program.writes if program else ():
+                    if w.when == "after":
+                        w.apply(persistent[BUFFER], len(slots))
+                if slots == first:
+                    stale = int(persistent[BUFFER][len(second) * K])
     except Exception as err:  # noqa: BLE001 - the tree's code failed in the scenario: said, never raised
         first_line = str(err).splitlines()[0] if str(err) else ""
         return not_run(f"{FUNCTION} failed in the scenario: {type(err).__name__}: {first_line}")
@@ -207,14 +397,24 @@ class DFlashAudit:
     the reading's stores are the evidence either way (file and line)."""
     reading: DFlashReading
     run: DFlashRun | None
+    program: HostProgram | None = None
 
     def part(self) -> dict:
         read = self.reading.part()
         if read["state"] == "absent" and self.run is None:
             return read
+        host = [w.to_json() for w in self.program.writes] if self.program else []
+        if self.program and self.program.problems:
+            return {"state": "unknown", "evidence": read["evidence"], "host_writes": host,
+                    "says": "DFlash's padded sample rows could not be judged: " + "; ".join(self.program.problems)}
         if self.run is None or not self.run.ran:
             why = (f"{FUNCTION} not found in the DFlash files" if self.run is None else self.run.problem)
-            return {**read, "how": f"read with Python's ast (not run: {why})"}
+            how = f"read with Python's ast (not run: {why})"
+            if overwrites_a_slot(read["state"]):  # a constant slot stored past the live rows: affected as read
+                return {**read, "how": how}
+            # A -1 store read in the source says nothing of which rows it reaches or what host code does after it.
+            return {"state": "unknown", "evidence": read["evidence"], "how": how,
+                    "says": f"DFlash's padded sample rows could not be judged: {FUNCTION} not run ({why})"}
         state, evidence = self.run.state, read["evidence"]
         where = f"{self.run.file}:{self.run.line}"
         rows = f"sample rows {len(self.run.live)}-{len(self.run.live) + len(self.run.padded) - 1}"
@@ -230,7 +430,11 @@ class DFlashAudit:
             slot = int(state.rsplit(" ", 1)[1])
             says = (f"DFlash leaves {BUFFER}'s padded rows as the step before left them ({FUNCTION}, {where}): "
                     f"they hold slot {slot}, and every padded sample row stores its q over slot {slot}'s")
-        return {"state": state, "says": says, "evidence": evidence,
+        around = [w for w in (self.program.writes if self.program else []) if w.when in ("before", "after")]
+        if around:
+            rows += " (with the host writes around it: " + "; ".join(
+                f"{w.file}:{w.line} {w.when}: {w.code}" for w in around) + ")"
+        return {"state": state, "says": says, "evidence": evidence, "host_writes": host,
                 "how": f"{FUNCTION} run in the kit's scenario under {self.run.backend} ({where}): {rows} held "
                        f"{self.run.padded} after the second step"}
 
@@ -248,4 +452,5 @@ class DFlashAudit:
 
 def audit_dflash(tree: str | Path, device=None) -> DFlashAudit:
     """DFlash's part of `tree`: read, and run where the tree has the function and the kit can run it."""
-    return DFlashAudit(read_dflash(tree), run_dflash(tree, device))
+    program = host_program(Path(tree))
+    return DFlashAudit(read_dflash(tree), run_dflash(tree, device, program), program)

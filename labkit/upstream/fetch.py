@@ -1,8 +1,11 @@
 """A vLLM release's few audited files, read from the package registry and cached under build/.
 
     index_releases() -> list[Release]          every final release on the index, with its wheel and date
-    fetch_release(version, trees=TREES) -> Path build/vllm-trees/<version>/ (a tree audit-vllm reads)
-    python -m labkit upstream fetch [VERSION ...] [--all]
+    trees_folder() -> Path                      $LABKIT_VLLM_TREES, else build/vllm-trees/
+    fetch_release(version, trees=None) -> Path  <trees>/<version>/ (a tree audit-vllm reads)
+    python -m labkit upstream fetch [VERSION ...] [--trees FOLDER]
+                                                (no VERSION: every release from the first with the
+                                                sampling kernel to the newest; needs no torch)
 
 A release's wheel is a zip of 200-500 MB, of which the audit reads a few hundred kB of Python. So the
 fetcher asks the index (its JSON API, PEP 691) for the release's files, picks an x86-64 wheel
@@ -36,6 +39,7 @@ from labkit.errors import LabkitInputError
 from labkit.upstream.loader import KERNEL_FILE, VERSION_FILE
 
 TREES = paths.BUILD / "vllm-trees"
+TREES_ENV = "LABKIT_VLLM_TREES"  # where fetched trees are kept instead (the folder carried to a GPU box)
 MARKER = "FETCHED_FROM.json"
 INDEX_ENV = "LABKIT_INDEX_URL"  # a mirror of PyPI's JSON API (PEP 691), for a registry behind a proxy
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -66,6 +70,11 @@ class Release:
 
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
+
+
+def trees_folder() -> Path:
+    """Where releases' files are kept: ``$LABKIT_VLLM_TREES``, else build/vllm-trees/."""
+    return Path(os.environ.get(TREES_ENV) or TREES)
 
 
 def wanted(name: str) -> bool:
@@ -112,10 +121,10 @@ def audited_releases(releases: list[Release] | None = None) -> list[Release]:
     return [r for r in (releases if releases is not None else index_releases()) if r.key >= FIRST]
 
 
-def cached(version: str, trees: Path = TREES) -> Path | None:
+def cached(version: str, trees: Path | None = None) -> Path | None:
     """`version`'s folder, if it was fetched with the files the audit reads now (a folder fetched when
     the kit kept fewer is fetched again)."""
-    folder = Path(trees) / version
+    folder = Path(trees if trees is not None else trees_folder()) / version
     if not ((folder / MARKER).is_file() and (folder / VERSION_FILE).is_file()):
         return None
     try:
@@ -176,13 +185,14 @@ class _RangeReader(io.RawIOBase):
         return len(data)
 
 
-def fetch_release(version: str, trees: Path = TREES, *, timeout_s: int = 60, log=None,
+def fetch_release(version: str, trees: Path | None = None, *, timeout_s: int = 60, log=None,
                   releases: list[Release] | None = None) -> Path:
-    """The folder of `version`'s audited files, read from the index once if it is not cached."""
+    """The folder of `version`'s audited files (under `trees`, default :func:`trees_folder`), read from the
+    index once if it is not cached."""
+    trees = Path(trees if trees is not None else trees_folder())
     hit = cached(version, trees)
     if hit:
         return hit
-    trees = Path(trees)
     with _locked(trees):
         hit = cached(version, trees)  # another process may have fetched it while this one waited
         if hit:
@@ -230,16 +240,26 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m labkit upstream fetch",
                                      description="Read vLLM releases' audited files from the package index into "
-                                                 "build/vllm-trees/ (a few hundred kB each, by range requests).")
+                                                 f"${TREES_ENV} or build/vllm-trees/ (a few hundred kB each, by range "
+                                                 "requests). Needs no torch: run it where the index is reachable and "
+                                                 "carry the folder to a machine without a network.")
     parser.add_argument("versions", nargs="*", help="releases to fetch (default: every release from "
                                                     f"{'.'.join(map(str, FIRST))} to the newest on the index)")
+    parser.add_argument("--trees", default=None, metavar="FOLDER",
+                        help=f"where to keep them (default: ${TREES_ENV}, else build/vllm-trees)")
     args = parser.parse_args(argv)
+    folder = Path(args.trees) if args.trees else trees_folder()
     try:
-        known = index_releases()
+        # The index is asked only for what is not in the folder already (none of it, offline, if all is)
+        known = None if args.versions and all(cached(v, folder) for v in args.versions) else index_releases()
         versions = args.versions or [r.version for r in audited_releases(known)]
         for version in versions:
-            print(fetch_release(version, releases=known, log=lambda m: print(m, file=sys.stderr)))
+            print(fetch_release(version, folder, releases=known, log=lambda m: print(m, file=sys.stderr)))
     except FetchError as err:
         print(f"python -m labkit upstream fetch: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+if __name__ == "__main__":  # python -m labkit.upstream.fetch: the same command
+    sys.exit(main())

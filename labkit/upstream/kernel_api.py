@@ -76,20 +76,69 @@ def signature_text(fn) -> str:
         return "gumbel_sample(?)"
 
 
+def _passed_through(module, fn):
+    """The function a ``def gumbel_sample(*args, **kwargs): return other(*args, **kwargs)`` wrapper hands
+    everything to (a function of the same module), or None where `fn` is not exactly that form."""
+    import ast
+    import textwrap
+
+    try:
+        node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    a = node.args
+    if not (a.vararg and a.kwarg and not a.args and not a.posonlyargs and not a.kwonlyargs and len(body) == 1
+            and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Call)):
+        return None
+    call = body[0].value
+    passes = (len(call.args) == 1 and isinstance(call.args[0], ast.Starred)
+              and isinstance(call.args[0].value, ast.Name) and call.args[0].value.id == a.vararg.arg
+              and len(call.keywords) == 1 and call.keywords[0].arg is None
+              and isinstance(call.keywords[0].value, ast.Name) and call.keywords[0].value.id == a.kwarg.arg)
+    if not (passes and isinstance(call.func, ast.Name)):
+        return None
+    target = getattr(module, call.func.id, None)
+    return target if callable(target) else None
+
+
 def plan(module) -> KernelPlan:
-    """How to call the module's ``gumbel_sample``, or why the kit cannot (see the module's docstring)."""
+    """How to call the module's ``gumbel_sample``, or why the kit cannot (see the module's docstring).
+
+    A wrapper is followed where its target is known: ``functools.wraps`` (its ``__wrapped__``) or a
+    function whose whole body passes ``*args, **kwargs`` on to another function of the file. A
+    signature that still hides its parameters behind ``*args``/``**kwargs`` is not read as "stores
+    nothing by slot": the kit cannot tell, and says so."""
     fn = getattr(module, "gumbel_sample", None)
     where = getattr(module, "__file__", "the kernel file")
     if fn is None:
         raise UnknownKernelApi(f"{where} defines no gumbel_sample")
+    seen = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        target = _passed_through(module, fn)
+        if target is None:
+            break
+        fn = target
     params = inspect.signature(fn).parameters
     text = signature_text(fn)
+    hidden = [n for n, p in params.items() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     required_unknown = [n for n, p in params.items() if n not in ROLES and p.default is inspect.Parameter.empty
                         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if required_unknown:
         raise UnknownKernelApi(f"could not audit: {text}: the kit does not know what to pass as "
                                f"{', '.join(required_unknown)}")
     q_params = [n for n in Q_OUTPUTS if n in params]
+    if not q_params and hidden:
+        raise UnknownKernelApi(f"could not audit: {text}: its parameters are hidden behind "
+                               f"{', '.join('*' * (1 + (params[n].kind == params[n].VAR_KEYWORD)) + n for n in hidden)}"
+                               ", and the kit cannot tell what it passes on to")
+    unknown = [n for n in params if n not in ROLES]
+    if not q_params and unknown:
+        # "stores nothing by slot" is read from a signature whose every parameter the kit knows (0.12.0-0.17.x);
+        # a parameter of no known part may be the slot-indexed output under another name
+        raise UnknownKernelApi(f"could not audit: {text}: no slot-indexed output the kit knows, and "
+                               f"{', '.join(unknown)} of no part the kit knows (it may be one)")
     if not q_params:
         raise NoSlotStore(f"its gumbel_sample({', '.join(params)}) takes no slot-indexed output")
     q_param = q_params[0]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import hashlib
 import importlib.util
 import subprocess
@@ -33,7 +34,6 @@ import sys
 import types
 from pathlib import Path
 
-from labkit import backends
 from labkit.errors import LabkitInputError
 
 KERNEL_FILE = "vllm/v1/worker/gpu/sample/gumbel.py"
@@ -45,6 +45,18 @@ _LOADED: dict[tuple[str, str], types.ModuleType] = {}
 
 class NoVllmTree(LabkitInputError):
     """No vLLM tree where one was asked for (or none installed)."""
+
+
+class NoModelRunnerV2(LabkitInputError):
+    """A vLLM tree without Model Runner V2 (``vllm/v1/worker/gpu/``): its sampler is not the one the bug is in."""
+
+    def __init__(self, tree: Path):
+        self.tree = tree
+        super().__init__(f"{tree} is a vLLM tree without Model Runner V2 (no vllm/v1/worker/gpu/): no Model Runner V2 "
+                         "sampler")
+
+
+MODEL_RUNNER_V2 = "vllm/v1/worker/gpu"
 
 
 def find_tree(path: str | Path | None = None) -> Path:
@@ -72,6 +84,13 @@ def find_tree(path: str | Path | None = None) -> Path:
     for root in candidates:
         if (root / KERNEL_FILE).is_file():
             return root
+    for root in candidates:
+        # A vLLM package without Model Runner V2 at all (releases before it): not the sampler the bug is in.
+        # One that has Model Runner V2 but no sampling kernel where the kit reads it is not that: it falls
+        # through to the error below (could not audit).
+        if ((root / VERSION_FILE).is_file() or (root / "vllm" / "__init__.py").is_file()) \
+                and not (root / MODEL_RUNNER_V2).exists():
+            raise NoModelRunnerV2(root)
     where = path if path is not None else candidates[0] if candidates else "the installed vllm"
     raise NoVllmTree(f"{where} holds no {KERNEL_FILE}: not a vLLM tree with Model Runner V2's sampling kernel")
 
@@ -108,7 +127,11 @@ def tree_provenance(tree: str | Path) -> dict:
                   "kernel_sha256": hashlib.sha256(kernel.read_bytes()).hexdigest() if kernel.is_file() else None}
     version_file = tree / VERSION_FILE
     if version_file.is_file():
-        values = _literal_assignments(version_file)
+        try:
+            values = _literal_assignments(version_file)
+        except LabkitInputError as err:  # the version is unknown; the audit of the rest goes on
+            values = {}
+            prov["version_problem"] = str(err).splitlines()[0]
         commit = values.get("commit_id") or values.get("__commit_id__")
         prov["version"] = values.get("version") or values.get("__version__")
         # setuptools-scm writes the commit as 'g' + short hash
@@ -144,10 +167,26 @@ def read_source(path: Path) -> str:
         raise LabkitInputError(f"{path}: {err.strerror or err}") from None
 
 
+_PARSED: dict[str, ast.Module] = {}
+
+
 def parse(path: Path) -> ast.Module:
-    """A file's syntax tree, or one line naming the syntax error and its line."""
+    """A file's syntax tree, or one line naming the syntax error and its line. Parsed once per content: the
+    audit reads each speculator file several times, and a release matrix or a corpus of edited copies
+    reads the same files in many trees. Callers never change the tree they get (:func:`load_partial`
+    changes a copy)."""
+    source = read_source(path)
+    key = hashlib.sha256(source.encode()).hexdigest()
+    if key not in _PARSED:
+        if len(_PARSED) > 4096:
+            _PARSED.clear()
+        _PARSED[key] = _parse(path, source)
+    return _PARSED[key]
+
+
+def _parse(path: Path, source: str) -> ast.Module:
     try:
-        return ast.parse(read_source(path), filename=str(path))
+        return ast.parse(source, filename=str(path))
     except SyntaxError as err:
         raise LabkitInputError(f"{path} is not Python the kit can read: SyntaxError: {err.msg} (line "
                                f"{err.lineno})") from None
@@ -231,7 +270,7 @@ def load_partial(root: Path, module: str, names, done: dict | None = None) -> ty
     path = _module_file(root, module)
     if path is None:
         raise CannotLoad(f"{module} is not in the tree ({root}): the kit reads only files it has")
-    tree = _without_host_annotations(parse(path))
+    tree = _without_host_annotations(copy.deepcopy(parse(path)))
     top = _top_level(tree)
     wanted, todo = set(), list(names)
     while todo:
@@ -285,6 +324,8 @@ def _import_name(root: Path, source: str, attr: str, importer: str, done: dict):
 
 def _libdevice():
     import triton.language.extra.libdevice as libdevice
+
+    from labkit import backends
 
     if not backends.KERNELS_INTERPRETED:
         return libdevice
@@ -352,9 +393,12 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     """vLLM's ``sample/gumbel.py`` from `tree` (see :func:`find_tree`), as a module of this process, with
     what it imports from vLLM (see the module's docstring).
 
-    Loaded once per file content and backend; the module is named ``labkit_vllm_gumbel_<sha8>`` and
+    Loaded once per content of the file and of the tree's files it imports from, and per backend; the
+    module is named ``labkit_vllm_gumbel_<sha8>`` and
     its ``__file__`` is the file in the tree.
     """
+    from labkit import backends  # here, not at import: fetching a release's files needs no torch
+
     if not backends.HAS_TRITON:
         raise LabkitInputError("vLLM's sampling kernel is a Triton kernel, and Triton is not installed here "
                                "(it installs on Linux)")
@@ -362,7 +406,13 @@ def load_vllm_sampling(tree: str | Path | None = None) -> types.ModuleType:
     path = root / KERNEL_FILE
     source = read_source(path)
     digest = hashlib.sha256(source.encode()).hexdigest()
-    key = (digest, "interpreter" if backends.KERNELS_INTERPRETED else "compiled")
+    # The module holds the kernel file and what it takes from the tree's other files: a change to one of
+    # those (a helper kernel edited) is another module.
+    helpers = hashlib.sha256()
+    for name in sorted({i.split(":")[0] for i in kernel_imports(path) if i.startswith("vllm.")}):
+        helper = _module_file(root, name)
+        helpers.update(name.encode() + (helper.read_bytes() if helper is not None else b""))
+    key = (digest, helpers.hexdigest(), "interpreter" if backends.KERNELS_INTERPRETED else "compiled")
     if key in _LOADED:
         return _LOADED[key]
     modules = _vllm_modules(root, parse(path))

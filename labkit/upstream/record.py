@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
 import sys
 import textwrap
@@ -27,15 +26,18 @@ import time
 from pathlib import Path
 
 from labkit import records
-from labkit.upstream.fetch import TREES, FetchError, audited_releases, cached, fetch_release, index_releases
+from labkit.upstream.fetch import (
+    TREES_ENV,
+    FetchError,
+    audited_releases,
+    cached,
+    fetch_release,
+    index_releases,
+    trees_folder,
+)
 
 CPU_RECORD = records.CPU_UPSTREAM
-TREES_ENV = "LABKIT_VLLM_TREES"
 DOC = records.paths.DOCS / "VLLM_MAP.md"
-
-
-def trees_folder() -> Path:
-    return Path(os.environ.get(TREES_ENV) or TREES)
 
 
 def _entry(tree: Path) -> dict:
@@ -112,9 +114,23 @@ def load_cpu_record(path: Path = CPU_RECORD) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+# What each word of the matrix means: printed under the table, so a reader need not guess why two
+# rows say different things.
+LEGEND = (
+    ("masks -1", "the kernel, run with a padded row holding -1, touched nothing outside its buffers"),
+    ("unmasked", "that run read or wrote slot -1 (outside the buffers)"),
+    ("-1", "the run of the host step (or of DFlash's preparation) left -1 in the padded rows at replay"),
+    ("none", "nothing writes the padded rows of idx_mapping: they keep a live request's stale slot"),
+    ("slot N", "a padded row holds slot N, so it stores its q over that request's"),
+    ("n/a", "not weighed: the kernel stores nothing by slot, so no padded row can overwrite a live q"),
+    ("not judged", "the part could not be shown (the report says why; the verdict is then could not audit)"),
+)
+
+
 def _part_word(part: dict) -> str:
     state = part["state"]
     words = {"no slot store": "stores nothing by slot", "masked": "masks -1", "unmasked": "unmasked",
+             "skips live rows": "skips live rows",
              "fills": "-1", "no fill": "none", "absent": "no DFlash", "pads -1": "-1", "unknown": "not judged"}
     if state in words:
         return words[state]
@@ -124,20 +140,30 @@ def _part_word(part: dict) -> str:
     return "?"
 
 
+def _weighed(parts: dict, name: str) -> str:
+    """A part's word, or n/a where the verdict does not weigh it (a kernel that stores nothing by slot)."""
+    if parts["kernel"]["state"] == "no slot store" and name != "kernel":
+        return "n/a"
+    return _part_word(parts[name])
+
+
 def matrix_table(section: dict | None) -> str:
-    """One line per release: the verdict first, then what decided it, part by part."""
+    """One line per release: the verdict first, then what decided it, part by part; then what the words mean."""
     if not section:
         return "no audit recorded"
     lines = [f"{'vLLM':<8} {'uploaded':<10} {'verdict':<15} {'kernel (q by slot)':<22} {'host fill':<10} DFlash pad"]
+    shown = set()
     for version, entry in section["releases"].items():
         if "error" in entry:
             lines.append(f"{version:<8} {'':<10} {'could not audit':<15} {entry['error'][:80]}")
             continue
-        parts = entry["parts"]
+        kernel, host, dflash = (_weighed(entry["parts"], n) for n in ("kernel", "host_fill", "dflash_pad"))
+        shown |= {kernel, host, dflash}
         lines.append(f"{version:<8} {str(entry.get('uploaded') or ''):<10} {entry['verdict']:<15} "
-                     f"{_part_word(parts['kernel']):<22} {_part_word(parts['host_fill']):<10} "
-                     f"{_part_word(parts['dflash_pad'])}")
-    return "\n".join(lines)
+                     f"{kernel:<22} {host:<10} {dflash}")
+    legend = [f"  {word:<10} {meaning}" for word, meaning in LEGEND
+              if word in shown or (word == "slot N" and any(w.startswith(("slot ", "stale slot ")) for w in shown))]
+    return "\n".join(lines + (["", "words:"] + legend if legend else []))
 
 
 def first_of(section: dict, verdict: str) -> str | None:

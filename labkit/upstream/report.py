@@ -9,8 +9,9 @@ The PR's fix has three parts, and the verdict weighs each, with the file and lin
     kernel     vLLM's own sampling kernel, run in the kit's scenario (:mod:`labkit.upstream.audit`):
                does it store q by slot at all, and does it mask the loads and the store of a row whose
                slot is -1? A kernel that stores nothing by slot cannot have the bug: not applicable.
-    host fill  the speculator's source, read (:mod:`labkit.upstream.speculator_reading`): are the
-               padded rows of ``idx_mapping`` filled with -1 before the launch, and under what condition?
+    host fill  the speculator's host step that writes ``idx_mapping``, run on a padded batch
+               (:mod:`labkit.upstream.host_fill_run`): does the padded row hold -1 when the graph
+               replays, and does the step run before every replay?
     DFlash     the DFlash drafter's input preparation, run in the kit's scenario
                (:mod:`labkit.upstream.dflash_run`; its source read where it cannot run,
                :mod:`labkit.upstream.dflash_reading`): are the padded rows of its per-sample mapping
@@ -19,7 +20,8 @@ The PR's fix has three parts, and the verdict weighs each, with the file and lin
 Affected: the kernel stores by slot and a padded row can still name a live slot (no host fill: a
 stale slot passes any mask) or slot -1 reaches an unmasked kernel (the fill without the mask: out of
 bounds), or DFlash's padded sample rows name a slot. Not affected: the kernel masks, the host fills, DFlash (if any)
-pads with -1. A part that cannot be judged, and no other part that settles it, is "could not audit".
+pads with -1, each shown by a run or a form the kit recognizes exactly (:data:`RULE`). A part that
+cannot be shown, and no other part that settles it, is "could not audit: PART: WHY".
 The exit status is a linter's: 0 not affected or not applicable, 1 affected, 2 could not audit.
 
 The kernel's run also says "the kernel alone, given a stale slot, overwrites a live q: yes" for every
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +43,23 @@ from labkit import backends
 from labkit.errors import LabkitInputError
 from labkit.upstream.audit import KernelVerdict, audit_sampler, kit_sampler, vllm_sampler
 from labkit.upstream.dflash_run import DFlashAudit, audit_dflash, overwrites_a_slot
+from labkit.upstream.host_fill_run import HostFillAudit, audit_host_fill
 from labkit.upstream.kernel_api import KernelPlan, NoSlotStore, UnknownKernelApi, plan
-from labkit.upstream.loader import KERNEL_FILE, find_tree, load_vllm_sampling, parse, tree_provenance
-from labkit.upstream.speculator_reading import SpeculatorReading, read_speculators
+from labkit.upstream.loader import (
+    KERNEL_FILE,
+    NoModelRunnerV2,
+    find_tree,
+    load_vllm_sampling,
+    parse,
+    tree_provenance,
+)
 
 PROGRAM = "python -m labkit audit-vllm"
+# The rule every verdict keeps, in the command's help and in docs/VLLM_MAP.md.
+RULE = ('"Not affected" is said only where it was shown: each part (the sampling kernel\'s store and loads, the '
+        "host fill of idx_mapping and when it runs under graphs, DFlash's padded sample rows as the sampler reads "
+        "them) is run in the kit's scenario or read in a form the kit recognizes exactly, and anything else is "
+        '"could not audit: PART: WHY" with exit status 2.')
 PR = "vLLM PR #47066"
 AFFECTED, NOT_AFFECTED, NOT_APPLICABLE, UNKNOWN = "affected", "not affected", "not applicable", "could not audit"
 EXIT_STATUS = {NOT_AFFECTED: 0, NOT_APPLICABLE: 0, AFFECTED: 1, UNKNOWN: 2}
@@ -67,6 +83,22 @@ def q_store_sites(tree: Path) -> list[dict]:
     return sites
 
 
+LABELS = {"kernel": "kernel", "host_fill": "host fill", "dflash_pad": "DFlash"}
+_UNKNOWN_PREFIXES = ("the sampling kernel could not be run: ", "the host fill could not be judged: ",
+                     "DFlash's padded sample rows could not be judged: ", "could not audit: ")
+
+
+def _why_unknown(says: str) -> str:
+    """A part's reason, without the words that name the part (the verdict names it: "could not audit: PART: WHY")."""
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _UNKNOWN_PREFIXES:
+            if says.startswith(prefix):
+                says, changed = says.removeprefix(prefix), True
+    return says
+
+
 @dataclass
 class TreeAudit:
     provenance: dict
@@ -74,7 +106,7 @@ class TreeAudit:
     kernel: KernelVerdict | None  # the run in the scenario (None: not run)
     kernel_problem: str | None  # why it was not run: no slot store, an unknown API, a file that does not load
     no_slot_store: bool
-    speculator: SpeculatorReading
+    speculator: HostFillAudit
     dflash: DFlashAudit
     q_stores: list[dict]
     calibration: dict  # "unmasked" / "masked" -> the kit's own kernel's KernelVerdict in the same scenario
@@ -93,12 +125,35 @@ class TreeAudit:
         if self.kernel is None:
             return {"state": "unknown", "evidence": self.q_stores,
                     "says": f"the sampling kernel could not be run: {self.kernel_problem}"}
+        if self.kernel.skips_live_rows:
+            return {"state": "skips live rows", "evidence": self.q_stores,
+                    "says": f"the kernel's mask skips a live row as well as a row whose slot is -1 ({where}: "
+                            f"{self.kernel.filled.live_records_unstored[0]} was never stored), so that request's q "
+                            "is stale"}
         if self.kernel.masks_padded_rows:
             return {"state": "masked", "evidence": self.q_stores,
                     "says": f"the kernel skips a row whose slot is -1 (its q store: {where})"}
         touched = "; ".join(self.kernel.filled.sentences[:2])
         return {"state": "unmasked", "evidence": self.q_stores,
                 "says": f"the kernel stores q by slot and does not skip a row whose slot is -1 ({where}: {touched})"}
+
+    def _seen_outside(self) -> str:
+        """What the run saw a padded row holding -1 do, in words: read or write out of bounds (which buffers),
+        overwrite a live record."""
+        filled = self.kernel.filled
+        kinds = {"load": set(), "store": set(), "access": set()}
+        for a in filled.out_of_bounds:
+            kinds.setdefault(a["kind"], set()).add(a["buffer"])
+        said = []
+        if kinds["load"]:
+            said.append(f"reads out of bounds ({', '.join(sorted(kinds['load']))})")
+        if kinds["store"]:
+            said.append(f"writes out of bounds ({', '.join(sorted(kinds['store']))})")
+        if kinds["access"]:
+            said.append("touches memory outside every buffer")
+        if filled.live_records_changed:
+            said.append(f"overwrites a live slot's record ({filled.live_records_changed[0]})")
+        return " and ".join(said) or "changes what a live row gets"
 
     def parts(self) -> dict:
         return {"kernel": self.kernel_part(), "host_fill": self.speculator.part(), "dflash_pad": self.dflash.part()}
@@ -115,13 +170,16 @@ class TreeAudit:
                      ", and the kernel does not skip padded rows")
             reasons.append(parts["host_fill"]["says"] + extra)
         if kernel == "unmasked" and host == "fills":
-            reasons.append("the padded rows hold -1 but " + parts["kernel"]["says"].removeprefix("the ")
-                           + ": the fill without the mask reads and writes out of bounds")
+            reasons.append("the padded rows hold -1 but " + parts["kernel"]["says"]
+                           + f": the fill without the mask {self._seen_outside()}")
+        if kernel == "skips live rows":
+            reasons.append(parts["kernel"]["says"])
         if kernel in ("masked", "unmasked") and overwrites_a_slot(dflash):
             reasons.append(parts["dflash_pad"]["says"])
         if reasons:
             return AFFECTED, "; ".join(reasons)
-        unknown = [parts[k]["says"] for k in ("kernel", "host_fill", "dflash_pad") if parts[k]["state"] == "unknown"]
+        unknown = [f"{LABELS[k]}: {_why_unknown(parts[k]['says'])}" for k in ("kernel", "host_fill", "dflash_pad")
+                   if parts[k]["state"] == "unknown"]
         if unknown:
             return UNKNOWN, "; ".join(unknown)
         dflash_words = ("it has no DFlash drafter" if dflash == "absent" else parts["dflash_pad"]["says"])
@@ -158,7 +216,9 @@ class TreeAudit:
         commit = p.get("commit") or "unknown"
         head = [f"{PR}: {word}: {why}",
                 f"vLLM tree: {p['tree']}",
-                f"version {p.get('version') or 'unknown'}, commit {commit} (from {p.get('commit_from')}); "
+                f"version {p.get('version') or 'unknown'}"
+                f"{' (' + p['version_problem'] + ')' if p.get('version_problem') else ''}, commit {commit} "
+                f"(from {p.get('commit_from')}); "
                 f"{KERNEL_FILE} sha256 {str(p.get('kernel_sha256'))[:16]}"]
         if p.get("fetched_from"):
             f = p["fetched_from"]
@@ -185,12 +245,24 @@ def calibrate() -> dict[str, KernelVerdict]:
     return _calibration("interpreter" if backends.KERNELS_INTERPRETED else "compiled")
 
 
+_KERNEL_VERDICTS: dict = {}
+
+
+def _kernel_verdict(module, api: KernelPlan) -> KernelVerdict:
+    """The kernel's run in the scenario, once per loaded module (one per content of the kernel file and the
+    files it imports) and backend: trees that differ elsewhere share it."""
+    key = (module, api, backends.KERNELS_INTERPRETED)
+    if key not in _KERNEL_VERDICTS:
+        _KERNEL_VERDICTS[key] = audit_sampler(vllm_sampler(module, api))
+    return _KERNEL_VERDICTS[key]
+
+
 def audit_tree(path: str | Path | None = None) -> TreeAudit:
     """Every part of one tree. Only a path that is no vLLM tree raises (NoVllmTree, one line); anything
     else that goes wrong becomes a part the report says it could not judge."""
     root = find_tree(path)
     provenance = tree_provenance(root)
-    speculator, dflash, q_stores = read_speculators(root), audit_dflash(root), q_store_sites(root)
+    speculator, dflash, q_stores = audit_host_fill(root), audit_dflash(root), q_store_sites(root)
 
     def audit(api, kernel, problem, no_store=False, calibration=None):
         return TreeAudit(provenance, api, kernel, problem, no_store, speculator, dflash, q_stores, calibration or {})
@@ -205,9 +277,67 @@ def audit_tree(path: str | Path | None = None) -> TreeAudit:
     except Exception as err:  # noqa: BLE001 - a file the kit cannot load: said in the report, never raised
         return audit(None, None, f"{KERNEL_FILE} did not load: {type(err).__name__}: {str(err).splitlines()[0]}"[:500])
     try:
-        verdict = audit_sampler(vllm_sampler(module, api))
+        verdict = _kernel_verdict(module, api)
     except Exception as err:  # noqa: BLE001 - a kernel that fails in the scenario: said, never raised
         problem = (f"gumbel_sample ({api.name}) failed in the scenario: {type(err).__name__}: "
                    f"{str(err).splitlines()[0] if str(err) else ''}")[:500]
         return audit(api, None, problem)
     return audit(api, verdict, None, calibration=calibrate())
+
+
+# -- the command -----------------------------------------------------------------------------------------------
+
+def add_arguments(parser) -> None:
+    """``python -m labkit audit-vllm``'s arguments and help."""
+    parser.description = (
+        "Is a vLLM tree affected by PR #47066? The first line says: affected, not affected, not applicable (no Model "
+        "Runner V2 sampler, or one that stores nothing by slot) or could not audit, and why. It runs the tree's own "
+        "sampling kernel (vllm/v1/worker/gpu/sample/gumbel.py, with what it imports from vLLM, never vLLM itself) "
+        "with a padded row holding a live slot and one holding -1, guard memory around every slot-indexed buffer; "
+        "runs the speculator's host fill of idx_mapping and DFlash's input preparation on a padded batch; and reads "
+        "what the runs cannot show (when the host fill runs, other writes of the same buffers). " + RULE)
+    parser.epilog = ("Exit status: 0 not affected or not applicable, 1 affected, 2 could not audit (one line says "
+                     "what is missing).")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--vllm", default=None, metavar="PATH",
+                       help="a vLLM source tree, installation (site-packages or its vllm/ folder) or a folder of "
+                            "release files (default: the installed vllm)")
+    where.add_argument("--release", default=None, metavar="VERSION",
+                       help="a release from the package index: its few files are read into build/vllm-trees/ (or "
+                            "$LABKIT_VLLM_TREES)")
+    parser.add_argument("--json", action="store_true", help="print the verdict and each part's evidence as JSON")
+    parser.add_argument("--backend", choices=("auto", "interpreter", "triton"), default="auto",
+                        help="'interpreter' (Triton's CPU interpreter: every access seen), 'triton' (compiled for a "
+                             "CUDA GPU); 'auto' (default): 'triton' with a CUDA GPU, else 'interpreter'")
+
+
+def _short(word: str, why: str, args, tree=None) -> None:
+    if args.json:
+        print(json.dumps({"program": PROGRAM, "verdict": word, "why": why, "exit_status": EXIT_STATUS[word],
+                          "parts": None, "tree": None if tree is None else {"tree": str(tree)}}, indent=1))
+    else:
+        print(f"{PR}: {word}: {why}")
+
+
+def run_command(args) -> int:
+    """The command: one verdict, its report, its exit status. A refusal (no tree, a release the index lacks) is
+    one line on stderr (raised to the command line's handler) and, under --json, JSON on stdout too."""
+    from labkit.upstream.record import trees_folder
+
+    try:
+        tree = args.vllm
+        if args.release:
+            from labkit.upstream.fetch import fetch_release
+
+            tree = fetch_release(args.release, trees_folder(), log=lambda m: print(m, file=sys.stderr))
+        result = audit_tree(tree)
+    except NoModelRunnerV2 as err:
+        _short(NOT_APPLICABLE, f"no Model Runner V2 sampler ({err.tree} has no vllm/v1/worker/gpu/, where the "
+                               "padded-row bug lives)", args, err.tree)
+        return EXIT_STATUS[NOT_APPLICABLE]
+    except LabkitInputError as err:
+        if args.json:
+            _short(UNKNOWN, str(err).splitlines()[0], args)
+        raise
+    print(json.dumps(result.to_json(), indent=1) if args.json else "\n".join(result.lines()))
+    return result.exit_status

@@ -1,7 +1,11 @@
-"""Does a vLLM tree's speculator fill the padded rows of ``idx_mapping`` with -1? Read, not run.
+"""Which function of a vLLM tree's speculator copies the live slots into ``idx_mapping``, and what it writes after.
 
-The speculators cannot be run without the rest of vLLM (models, attention, CUDA graphs), so this
-module reads their source with Python's ``ast``. In every file under
+What this reading finds is the evidence and the function to run: :mod:`labkit.upstream.host_fill_run`
+runs it in the kit's scenario, and only that run (or the one form it names) decides the part. The
+shape of a statement says nothing of its bound, its buffer, a later write or its condition under graphs.
+
+The speculators as a whole cannot be run without the rest of vLLM (models, attention, CUDA graphs),
+so this module reads their source with Python's ``ast``. In every file under
 ``vllm/v1/worker/gpu/spec_decode/`` it finds the functions that write the live part of a
 persistent ``idx_mapping`` (``X.idx_mapping[:num_reqs].copy_(...)``, ``X.idx_mapping[:n] = ...``, or
 the same through a local name bound to that slice; in current releases this is
