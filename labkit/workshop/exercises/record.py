@@ -67,11 +67,19 @@ class Exercise:
     # Narrower regexes for the exercise's own task and skeleton, which may name its tools (a masked load,
     # a cast) but not the answer; None: the same as `answer`.
     answer_in_task: tuple[str, ...] | None = field(default=None, repr=False)
+    # What the kit's reference may not say: what `?` and Tab show anywhere in the package (docstrings,
+    # signatures, reprs), all of it reachable before the first exercise. None: `answer_in_task`.
+    answer_in_help: tuple[str, ...] | None = field(default=None, repr=False)
     agenda_note: str = ""  # said after the letter in the agenda, e.g. that it is a discussion
 
-    def patterns(self, in_task: bool = False) -> tuple[str, ...]:
-        """What gives the answer away: anywhere before the exercise, or (`in_task`) in its own task."""
-        return self.answer_in_task if in_task and self.answer_in_task is not None else self.answer
+    def patterns(self, in_task: bool = False, in_help: bool = False) -> tuple[str, ...]:
+        """What gives the answer away: anywhere before the exercise, (`in_task`) in its own task, or
+        (`in_help`) in what ``?`` shows of the kit's modules."""
+        if in_help and self.answer_in_help is not None:
+            return self.answer_in_help
+        if (in_task or in_help) and self.answer_in_task is not None:
+            return self.answer_in_task
+        return self.answer
 
     @property
     def task_cell(self) -> str:
@@ -206,6 +214,11 @@ EXERCISES: tuple[Exercise, ...] = (
                 r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64",
                 r"\bint32\b[^.\n]{0,30}\boverflow"),
         answer_in_task=(r"\bint64\b", r"\bwiden", r"64[- ]bit"),
+        # The kit's reference names int64 as a dtype in many places; what it may not say is the fix's
+        # widening of the offset.
+        answer_in_help=(r"\.to\(\s*(tl|torch)\.int64\s*\)", r"\btl\.int64\b", r"\bwiden",
+                        r"\b(cast|promot)\w*\b[^.\n]{0,40}(int64|64[- ]bit)",
+                        r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64"),
     ),
 )
 
