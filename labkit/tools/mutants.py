@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import paths
@@ -42,8 +42,9 @@ class Mutant:
     name: str
     part: str  # which part of the fix it undoes
     path: str
-    old: str  # exact text, must occur exactly once
-    new: str
+    # The code of the fix and its undoing: out of the repr, which `?` on MUTANTS shows before the exercises.
+    old: str = field(repr=False)  # exact text, must occur exactly once
+    new: str = field(repr=False)
     tests: tuple[str, ...]
     backend: str = "interpreter"  # the Triton source runs in the interpreter; torch for host-side code
 

@@ -309,8 +309,8 @@ _CLAUSE_END = re.compile(r"[.,;:!?](?=\s|$)")
 
 def normalised(text: str) -> str:
     """`text` as a reader takes it in: markup dropped, sentence punctuation and the underscores of a
-    name made spaces, every run of spaces and line breaks one space. ``padded rows with\n`-1`.``
-    reads "padded rows with -1 ", and ``mask_kernel`` "mask kernel"."""
+    name made spaces, every run of spaces and line breaks one space. ``padded rows with\n`0`.``
+    reads "padded rows with 0 ", and ``mask_kernel`` "mask kernel"."""
     text = _MARKUP.sub("", text)
     text = _CLAUSE_END.sub(" ", text).replace("_", " ")
     return re.sub(r"\s+", " ", text)

@@ -7,7 +7,7 @@ k, sample_idx_mapping)``, which fills the persistent int32 buffer ``sample_idx_m
 but to a store indexed by slot, 0 is request slot 0.
 
 The checker plugs it into the kit's DFlash drafter (with the masked kernel and the kit's own
-idx_mapping fill; the buffer starts as -1, vLLM's later hardening, so only the learner's pad
+host side; the buffer starts as vLLM's later hardening leaves it, so only the learner's pad
 decides) and runs the timeline of :mod:`labkit.workshop.harness.host_steps`, then the audit.
 """
 

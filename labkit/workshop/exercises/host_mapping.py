@@ -1,9 +1,9 @@
-"""Exercise (a): the host-side fill of the padded rows of ``idx_mapping``.
+"""Exercise (a): the host side, the padded rows of ``idx_mapping``.
 
 The learner writes ``copy_idx_mapping(idx_mapping, slots)``: each step it writes the row -> slot
 mapping into the persistent int32 buffer ``idx_mapping [max_num_reqs]``, in place (the graph
 reads that very tensor). The checker plugs it into the kit's speculator in place of the kit's own
-copy and fill (:class:`~labkit.workshop.harness.learner_specs.LearnerSpeculator`), runs the timeline of
+copy (:class:`~labkit.workshop.harness.learner_specs.LearnerSpeculator`), runs the timeline of
 :mod:`labkit.workshop.harness.host_steps` through padded graphs, then the padding-invariance audit.
 """
 

@@ -1,4 +1,4 @@
-"""Exercise (b): the sampling kernel must skip rows whose slot is -1.
+"""Exercise (b): the sampling kernel and a row that holds no request.
 
 The learner writes either
 
@@ -7,18 +7,21 @@ The learner writes either
   one block for the whole (toy) vocabulary, storing q at ``q_ptr + slot * vocab_size``; or
 * where Triton cannot run (macOS, Windows), a torch function with the same semantics,
   ``gumbel_rows(logits, idx_mapping, temperature, seeds, positions, q, salt) -> tokens``, whose
-  ``temperature``, ``seeds`` and ``q`` index like pointers (index -1 is the memory before them).
+  ``temperature``, ``seeds`` and ``q`` index like pointers (a negative index is the memory before them).
 
 Judged by behaviour only, over three launches (:mod:`labkit.workshop.harness.launches`): no row reads or
 writes outside the buffers, every live slot's q is its row's logits over its temperature, no other
 slot's q changes, and every live row samples the reference token. Padded rows' own results are
-thrown away, so any way of skipping them is right: masked loads with any ``other``, ``tl.where``
-on a safe index, scalar ``if slot >= 0`` guards, or the whole body under one.
+thrown away, so every answer that meets these is right (the ways it can be written: see the
+comment below, or notebook 03 after the exercises).
 
 A verdict of "not solved yet" shows the launch it failed on, drawn
 (:mod:`labkit.workshop.harness.your_launch`); its words, like the figure's, name what went wrong (rows,
 slots, buffers), never the fix, which only the last hint shows.
 """
+# The ways a kernel can skip the padded rows (slot -1), all judged right: masked loads with any
+# ``other``, ``tl.where`` on a safe index, scalar ``if slot >= 0`` guards, or the whole body under one.
+# (A comment, not the docstring: `?` shows the docstring before the exercises.)
 
 from __future__ import annotations
 
@@ -42,12 +45,12 @@ from labkit.workshop.feedback import (
 )
 from labkit.workshop.harness.launches import (
     BLOCK_V,
-    CASE_MAPPINGS,
     TOKEN_UNSET,
     KernelCase,
     LaunchOutcome,
     M,
     V,
+    case_mappings,
     kernel_case,
     kernel_device,
     launch_torch,
@@ -103,7 +106,7 @@ def check_kernel(gumbel_kernel) -> CheckResult:
     device = kernel_device() if variant == "triton" else torch.device("cpu")
     warnings: list[str] = []
     reads_seen = "exact"
-    for index, mapping in enumerate(CASE_MAPPINGS):
+    for index, mapping in enumerate(case_mappings()):
         case = kernel_case(index, device)
         launch = f"Launch {index + 1} (idx_mapping {list(mapping)}):"
         try:
@@ -122,7 +125,7 @@ def check_kernel(gumbel_kernel) -> CheckResult:
         note = (" (Compiled on a GPU, a read shows here only through its effect on a row's token: a load whose "
                 "value is never used cannot be seen. Run this checker with LABKIT_BACKEND=interpreter, or "
                 "under compute-sanitizer, to see every access.)")
-    return solved("b", f"Over {len(CASE_MAPPINGS)} launches every live row sampled the reference token, every "
+    return solved("b", f"Over {len(case_mappings())} launches every live row sampled the reference token, every "
                        "live slot's q is its row's logits over its temperature, no other slot's q changed, "
                        f"and no row read or wrote outside the buffers.{note} The mask alone does not help a "
                        "stale slot (it is >= 0): that takes the fill of exercise (a).", warnings)
