@@ -23,7 +23,7 @@ class Case:
 
     number: int
     key: str  # the case's name in records and tests, e.g. "shared-pool"
-    title: str  # notebook 09's heading, after "Case N · "
+    title: str = field(repr=False)  # notebook 09's heading, after "Case N · " (some name a fix: not in the repr)
     reported_in: str  # the engine and the issue or PR, e.g. "vLLM #53488"
     module: str  # the kit's module that reproduces it
     sources: tuple[str, ...] = field(repr=False)  # where the mechanism was read (shown before the prediction)

@@ -79,7 +79,7 @@ MUTANTS = (
     Mutant("rejection-rule", "verification", "labkit/kernels/rejection.py",
            "accept = u * q_x < p_x", "accept = u * p_x < q_x",
            KERNEL_TESTS),
-    Mutant("no-refusal-of-minus-1", "guard: unmasked kernel meets -1", "labkit/kernels/gumbel_inputs.py",
+    Mutant("no-refusal-of-minus-1", "guard: unmasked kernel meets a padded slot", "labkit/kernels/gumbel_inputs.py",
            'raise padded_slot_error("gumbel_sample"', '(lambda *_: None)("gumbel_sample"',
            # the refusal tests first: past the refusal the unmasked kernel really reads at -1
            tuple(reversed(KERNEL_TESTS))),

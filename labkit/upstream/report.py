@@ -7,19 +7,20 @@
 The PR's fix has three parts, and the verdict weighs each, with the file and line it stands on:
 
     kernel     vLLM's own sampling kernel, run in the kit's scenario (:mod:`labkit.upstream.audit`):
-               does it store q by slot at all, and does it mask the loads and the store of a row whose
-               slot is -1? A kernel that stores nothing by slot cannot have the bug: not applicable.
+               does it store q by slot at all, and does it mask the loads and the store of a padded row
+               (docs/VLLM_MAP.md says how, after the exercises)? A kernel that stores nothing by slot
+               cannot have the bug: not applicable.
     host fill  the speculator's source, read (:mod:`labkit.upstream.speculator_reading`): are the
-               padded rows of ``idx_mapping`` filled with -1 before the launch, and under what condition?
+               padded rows of ``idx_mapping`` filled as the fix fills them before the launch, and when?
     DFlash     the DFlash drafter's input preparation, run in the kit's scenario
                (:mod:`labkit.upstream.dflash_run`; its source read where it cannot run,
                :mod:`labkit.upstream.dflash_reading`): are the padded rows of its per-sample mapping
-               -1, a constant slot (0 is slot 0), or left stale?
+               the fix's pad, a constant slot (0 is slot 0), or left stale?
 
 Affected: the kernel stores by slot and a padded row can still name a live slot (no host fill: a
-stale slot passes any mask) or slot -1 reaches an unmasked kernel (the fill without the mask: out of
+stale slot passes any mask) or the fill reaches an unmasked kernel (the fill without the mask: out of
 bounds), or DFlash's padded sample rows name a slot. Not affected: the kernel masks, the host fills, DFlash (if any)
-pads with -1. A part that cannot be judged, and no other part that settles it, is "could not audit".
+pads as the fix does. A part that cannot be judged, and no other part that settles it, is "could not audit".
 The exit status is a linter's: 0 not affected or not applicable, 1 affected, 2 could not audit.
 
 The kernel's run also says "the kernel alone, given a stale slot, overwrites a live q: yes" for every

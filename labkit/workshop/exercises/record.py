@@ -57,7 +57,7 @@ class Exercise:
     letter: str
     title: str  # notebook 07's heading, after "(x) "
     topic: str  # what the exercise is about, in a few words
-    upstream: str  # where its part of the fix lives in vLLM
+    upstream: str = field(repr=False)  # where its part of the fix lives in vLLM (its words name the fix)
     versions: tuple[Version, ...]
     checker: str  # "module:function" of its checker; notebook 07 calls it as ex.<function>
     minutes: int  # planned in the agendas (labkit.workshop.editions.agenda)
