@@ -131,6 +131,8 @@ EXERCISES: tuple[Exercise, ...] = (
         answer=(r"(?<![\w.\-])-1(?![\w.])", r"\bfill(s|ed|ing)?\b", r"\bsentinel", r"\bno[ -]request\b.{0,20}\bvalue",
                 r"\buint32\b"),
         answer_in_task=(r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])"),
+        answer_in_help=(r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])",
+                        r"\b(padded|padding)\b[^.\n]{0,60}\bnegative\b", r"\bnegative\b[^.\n]{0,30}\b(pad|fill)"),
     ),
     Exercise(
         letter="b",
@@ -170,6 +172,8 @@ EXERCISES: tuple[Exercise, ...] = (
                 r"\bskip\w*\s+(the\s+)?(padded|padding|rows?|slots?)\b"),
         answer_in_task=(r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot",
                         r"\bskip\w*\s+(the\s+)?(padded|rows?)\b"),
+        answer_in_help=(r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot",
+                        r"\bskip\w*\s+(the\s+)?(padded|rows?)\b", r"\bmask\w*\b[^.\n]{0,30}\bskips?\b"),
     ),
     Exercise(
         letter="c",
