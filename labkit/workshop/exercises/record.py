@@ -181,8 +181,10 @@ EXERCISES: tuple[Exercise, ...] = (
         topic="DFlash's sample mapping",
         upstream="_prepare_dflash_inputs_kernel in vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
         versions=(Version(None, "build_sample_mapping", "c-skeleton", KitCode(
-            "labkit/kernels/dflash_prep.py, prepare_dflash_sample_mapping_torch",
-            (Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", r"pad_value"),)), hints=(
+            "labkit/config.py, dflash_pad (the pad), and labkit/kernels/dflash_prep.py, "
+            "prepare_dflash_sample_mapping_torch (where it goes)",
+            (Piece("labkit.config:dflash_pad", r"-1"),
+             Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", r"pad_value"))), hints=(
             "0 looks like a harmless index. Harmless for whom? The sampling kernel stores q *by slot*.",
             "The masked kernel skips exactly the sample rows whose slot is negative.",
             "`sample_idx_mapping[num_reqs * k:] = -1`.")),),
