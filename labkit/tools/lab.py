@@ -58,7 +58,14 @@ LAB_STATE = paths.BUILD / "lab"
 # changes the defaults for everyone using this Python; a learner's own choice in Settings still
 # wins. The schema: jupyterlab/schemas/@jupyterlab/apputils-extension/notification.json.
 NOTIFICATION_PLUGIN = "@jupyterlab/apputils-extension:notification"
-LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False}}
+# A Markdown file opens rendered, as the docs a notebook links to (docs/TRITON_MASKS.md, and after the
+# capstone MECHANICS.md and VLLM_MAP.md) are meant to be read; JupyterLab's default is its source in an
+# editor. "Markdown Preview" is the factory of @jupyterlab/markdownviewer-extension; the schema:
+# jupyterlab/schemas/@jupyterlab/docmanager-extension/plugin.json, "defaultViewers".
+DOCMANAGER_PLUGIN = "@jupyterlab/docmanager-extension:plugin"
+MARKDOWN_VIEWER = "Markdown Preview"
+LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False},
+                 DOCMANAGER_PLUGIN: {"defaultViewers": {"markdown": MARKDOWN_VIEWER}}}
 # And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
 NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 # A browser that drops a kernel's websocket during its handshake (a reload) would leave a traceback
