@@ -20,7 +20,8 @@ from labkit.workshop.harness import host_steps as hs
 from labkit.workshop.harness.learner_specs import LearnerSpeculator
 
 NAME = record.exercise("a").versions[0].function
-SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timeline and a fresh speculator, "
+# Private: `?` on a public constant shows its repr, and this verdict names the answer.
+_SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timeline and a fresh speculator, "
           "every row the padded graph read held a live slot or no slot at all, every live row drafted the eager "
           "run's tokens, and every live slot's q is the distribution its draft was sampled from. The "
           f"padding-invariance audit agreed on {len(hs.AUDIT_BATCHES)} batches: with everything the batch does "
@@ -52,4 +53,4 @@ def check_mapping(copy_idx_mapping) -> CheckResult:
     [num_reqs], the slot of each live row. Takes the function, or a namespace such as ``globals()``.
     Solved, the result shows the PR's fix beside your code.
     """
-    return hs.check_host_exercise(FILL, copy_idx_mapping, SOLVED)
+    return hs.check_host_exercise(FILL, copy_idx_mapping, _SOLVED)

@@ -173,7 +173,7 @@ EXERCISES: tuple[Exercise, ...] = (
         answer_in_task=(r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot",
                         r"\bskip\w*\s+(the\s+)?(padded|rows?)\b"),
         answer_in_help=(r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot",
-                        r"\bskip\w*\s+(the\s+)?(padded|rows?)\b", r"\bmask\w*\b[^.\n]{0,30}\bskips?\b"),
+                        r"\bskip\w*\s+(the\s+)?(padded|padding|rows?)\b", r"\bmask\w*\b[^.\n]{0,30}\bskip"),
     ),
     Exercise(
         letter="c",
