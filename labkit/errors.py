@@ -44,5 +44,5 @@ def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] | None 
         f"draft_logits[{first}, ...]: an out-of-bounds access before the start of each buffer "
         "(another tensor's memory on a GPU, heap garbage or a crash on the CPU). Filling the "
         "padded rows with -1 is only half of the fix: also launch the masked kernel "
-        "(mask loads with `other`, and store with `mask=in_vocab & (slot >= 0)`)."
+        "(mask loads with `other`, and store with `mask=in_vocab & ((offs * 0 + slot) >= 0)`)."
     )

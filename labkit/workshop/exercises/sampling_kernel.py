@@ -168,8 +168,9 @@ def scalar_condition_masks(fn) -> list[str]:
     where the pinned Triton's interpreter and compiled kernels run them: the mask of a ``tl.store`` or
     ``tl.load`` of a block (its pointer or mask involves ``tl.arange``) that is a comparison of a
     value ``tl.load`` gave as a scalar, directly or combined with ``&``, ``|``, ``^`` or
-    ``tl.broadcast_to`` (``in_vocab & (slot >= 0)``, by name too). Measured: comparing a block
-    (``(offs * 0 + slot) >= 0``), or choosing with ``tl.where(cond, in_vocab, False)``, runs in both."""
+    ``tl.broadcast_to`` (``in_bounds & (flag != 0)``, by name too). Measured: comparing a block
+    (``(offs * 0 + flag) != 0``), or choosing with ``tl.where(flag != 0, in_bounds, False)``, runs in
+    both (docs/TRITON_MASKS.md, "One condition for the whole block")."""
     import ast
     import textwrap
 
