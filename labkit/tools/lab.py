@@ -65,8 +65,13 @@ NOTIFICATION_PLUGIN = "@jupyterlab/apputils-extension:notification"
 # jupyterlab/schemas/@jupyterlab/docmanager-extension/plugin.json, "defaultViewers".
 DOCMANAGER_PLUGIN = "@jupyterlab/docmanager-extension:plugin"
 MARKDOWN_VIEWER = "Markdown Preview"
+# The file browser gives the names the width its "Modified" column took: at the default width of the
+# side panel the names of a learner's copies (``D_07_exercises.ipynb``) then show whole. The schema:
+# jupyterlab/schemas/@jupyterlab/filebrowser-extension/browser.json.
+FILEBROWSER_PLUGIN = "@jupyterlab/filebrowser-extension:browser"
 LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False},
-                 DOCMANAGER_PLUGIN: {"defaultViewers": {"markdown": MARKDOWN_VIEWER}}}
+                 DOCMANAGER_PLUGIN: {"defaultViewers": {"markdown": MARKDOWN_VIEWER}},
+                 FILEBROWSER_PLUGIN: {"showLastModifiedColumn": False}}
 # And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
 NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 # A browser that drops a kernel's websocket during its handshake (a reload) would leave a traceback
