@@ -139,7 +139,9 @@ test-unit: $(STAMP)
 # A room of two on a real hub, attacked as a hostile learner would (tests/test_hub.py, as root; it
 # skips without root): minutes of waiting on servers, kernels and Chromium more than of CPU, so in
 # make test it runs beside the notebook, browser and Triton stages (-begin, -end), as the room stage does.
-HUB_STAGE = $(BIN)/python -m pytest -q -rs -p no:xdist -p no:cacheprovider tests/test_hub.py
+# scripts/hub_stage.py runs it from a place a room can serve (a checkout under /tmp or /var/tmp is
+# mounted under /srv for it), and where it cannot run here says why in one line and passes.
+HUB_STAGE = $(BIN)/python scripts/hub_stage.py -q -p no:xdist -p no:cacheprovider
 test-hub: $(STAMP)
 	@$(TEST_ENV) $(TIMED) hub $(HUB_STAGE)
 test-hub-begin: $(STAMP)

@@ -19,7 +19,7 @@ SIGNED_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 def check_mapping_dtype(mapping: torch.Tensor, name: str = "idx_mapping") -> None:
-    """Row -> slot mappings must be signed: -1 is the 'no request here' sentinel."""
+    """Row -> slot mappings must be signed (why: notebook 03 and docs/MECHANICS.md, after the exercises)."""
     if mapping.dtype in SIGNED_INT_DTYPES:
         return
     if mapping.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64):

@@ -45,7 +45,7 @@ class Request:
     seed: int = 0
     arrival_step: int = 0
     output: list[int] = field(default_factory=list)
-    slot: int = -1
+    slot: int | None = None  # the request-state slot, once admitted
 
     @property
     def done(self) -> bool:
@@ -237,7 +237,7 @@ class Engine:
         vocab = self.models.target.vocab_size
         seen: set = set()
         for req in requests:
-            if req.output or req.slot != -1:
+            if req.output or req.slot is not None:
                 raise LabkitInputError(f"request {req.rid} was already run; make fresh requests")
             if req.rid in seen:
                 raise LabkitInputError(f"two requests have rid {req.rid!r}: outputs are keyed by rid")

@@ -29,8 +29,10 @@ class PaddedSlotOutOfBoundsError(RuntimeError):
     """A kernel was about to run on a padded row whose slot points outside the buffers (notebook 03 says when)."""
 
 
-def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] = (-1,)) -> PaddedSlotOutOfBoundsError:
-    """The refusal of an unmasked launch whose `rows` hold the negative `slots` (named as they are)."""
+def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] | None = None) -> PaddedSlotOutOfBoundsError:
+    """The refusal of an unmasked launch whose `rows` hold the negative `slots` (named as they are;
+    None: the value the fix pads with)."""
+    slots = (-1,) if slots is None else slots
     shown = ", ".join(str(r) for r in rows[:8]) + (" ..." if len(rows) > 8 else "")
     values = sorted(set(int(s) for s in slots), reverse=True)
     which = ", ".join(str(v) for v in values[:4])
@@ -42,5 +44,5 @@ def padded_slot_error(kernel: str, rows: list[int], slots: Iterable[int] = (-1,)
         f"draft_logits[{first}, ...]: an out-of-bounds access before the start of each buffer "
         "(another tensor's memory on a GPU, heap garbage or a crash on the CPU). Filling the "
         "padded rows with -1 is only half of the fix: also launch the masked kernel "
-        "(mask loads with `other`, and store with `mask=in_vocab & (slot >= 0)`)."
+        "(mask loads with `other`, and store with `mask=in_vocab & ((offs * 0 + slot) >= 0)`)."
     )

@@ -56,7 +56,7 @@ def test_make_lab_opens_the_student_edition_in_the_learners_folder_trusted(start
     assert main(["lab", "--port", "0"]) == 0
     (cmd,) = started
     root = Path(_flag(cmd, "ServerApp.root_dir"))
-    assert root == tmp_path / "student" and cmd[-1] == "00_setup_and_tour_student.ipynb"
+    assert root == tmp_path / "student" and cmd[-1] == "A_00_setup.ipynb"
     assert (root / cmd[-1]).is_file() and not (root / "conftest.py").exists()
     out = capsys.readouterr().out
     assert "student edition" in out and "make lab EDITION=instructor" in out
@@ -127,7 +127,7 @@ def test_binder_opens_the_student_edition(tmp_path, monkeypatch):
     path = setup.write_server_config("student", tmp_path / "jupyter_server_config.d")
     config = json.loads(path.read_text())
     assert config["ServerApp"]["root_dir"] == str(tmp_path / "student")
-    assert config["ServerApp"]["default_url"] == "/lab/tree/00_setup_and_tour_student.ipynb"
+    assert config["ServerApp"]["default_url"] == "/lab/tree/A_00_setup.ipynb"
     assert config["NotebookNotary"]["db_file"].startswith(str(tmp_path / "lab-state"))
 
 

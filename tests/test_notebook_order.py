@@ -27,3 +27,41 @@ def test_shuffled_cells_go_back_into_their_notebooks_order_and_other_items_stay(
     assert [item.fspath for item in items] == before  # each notebook keeps the places it had
     for nb in ("05.ipynb", "06.ipynb"):
         assert [item.cell_num for item in items if item.fspath == nb] == list(range(12))
+
+
+# --- the learner's folder: the file browser lists the copies in the order they are opened ----------
+
+# JupyterLab's file browser shows about this many characters of a name in its default width before it
+# cuts the name (the browser stage checks the real width: tests/browser/test_jupyterlab.py).
+NAME_FITS = 22
+
+
+def test_the_learners_copies_sort_by_name_in_the_order_a_learner_opens_them(tmp_path):
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+    from labkit.workshop.editions.student import build_learner_folder, edition_name, learner_name
+
+    folder = build_learner_folder(tmp_path / "student")
+    names = [p.name for p in folder.notebooks]
+    assert [edition_name(n) for n in sorted(names)] == list(STUDENT_PATH)  # plain sort, as a browser sorts
+    assert [edition_name(n) for n in sorted(names, key=str.lower)] == list(STUDENT_PATH)
+    assert sorted(p.name for p in (tmp_path / "student").glob("*.ipynb")) == names
+    for name in STUDENT_PATH:
+        copy = learner_name(name)
+        assert copy[2:4] == name[:2], copy  # the number the notebooks call one another by
+        assert len(copy) <= NAME_FITS, copy
+        assert copy != name
+
+
+def test_a_folder_an_older_kit_built_keeps_the_learners_work_under_the_new_names(tmp_path):
+    from labkit.workshop.editions.student import build_learner_folder, is_learner_folder, learner_name
+
+    old = tmp_path / "student"
+    build_learner_folder(old)
+    first = old / learner_name("00_setup_and_tour.ipynb")
+    older = old / "00_setup_and_tour_student.ipynb"
+    first.replace(older)
+    older.write_text(older.read_text().replace("# 00", "# 00 (my notes)", 1))
+    assert is_learner_folder(old)
+    again = build_learner_folder(old)
+    assert first in again.kept and "(my notes)" in first.read_text() and not older.exists()
+    assert not again.others

@@ -4,6 +4,10 @@ Each of the five ways an answer once reached a learner before notebook 07 is put
 text, into the student edition or into a stand-in module of the kit, and the scan
 (labkit.workshop.editions.secrecy) must report it; the same edition without it reports nothing
 (tests/test_student_secret.py runs the whole path). The old texts are quoted here as they were.
+
+Then the whole package: what ``?`` and Tab reach in every module of the kit, imported by a notebook
+or not (labkit.workshop.editions.help_text), states no part of any answer; each of the ten places
+where it once did is put back, as a stand-in module, and must be caught.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ import nbformat
 import pytest
 
 import labkit
+from labkit.workshop.editions.help_text import labkit_imports, module_help, package_help, package_modules
 from labkit.workshop.editions.secrecy import (
     EXERCISE_NOTEBOOK,
     answers_in,
     find_leaks,
-    labkit_imports,
-    module_help,
+    find_package_leaks,
     normalised,
     outside_spoilers,
 )
@@ -209,3 +213,114 @@ def test_module_help_reads_what_tab_and_question_mark_show():
     assert "labkit.viz.widgets.Explorer.config?" in seen  # a class's public methods too
     package = dict(module_help("labkit.workshop"))
     assert "labkit.workshop.tour?" in package and "tour" in package["labkit.workshop.<Tab>"].split()
+
+
+# --- the whole package, as Tab and ? reach it --------------------------------------------------------
+
+# The ten places where ? showed part of the fix before the exercises, as they were; each is put back
+# as a stand-in module (labkit.then_<name>) and must be caught where the learner would read it.
+# (name, source, where the scan must report it, the exercises it gives away)
+OLD_HELP = (
+    ("gumbel", '''"""The Gumbel sampling kernel of the drafter.
+
+`masked=True` is the kernel after the fix: rows with slot < 0
+load temperature and seed with `other=0` (a noiseless argmax that is thrown away) and do not store.
+"""
+''', "labkit.then_gumbel?", {"b"}),
+    ("dflash_prep", '''"""Input preparation of a DFlash-style drafter.
+
+Before PR #47066 the pad for `sample_idx_mapping` was 0, meant as "a harmless valid index": but to
+a slot-indexed store, 0 is request slot 0, so every padded sample row overwrote slot 0's q. After
+the fix the pad is -1, which the masked sampling kernel skips.
+"""
+''', "labkit.then_dflash_prep?", {"a", "b", "c"}),
+    ("dflash_signature", '''"""DFlash's sample mapping."""
+
+
+def prepare_dflash_sample_mapping(idx_mapping, positions, sample_idx_mapping, sample_pos, *, num_reqs, k,
+                                  pad_value=-1, backend=None):
+    """Fill the persistent sample buffers in place (live part from the batch, the rest `pad_value`)."""
+''', "signature of labkit.then_dflash_signature.prepare_dflash_sample_mapping", {"a", "c"}),
+    ("sampling_kernel", '''"""Exercise (b): the sampling kernel must skip rows whose slot is -1.
+
+Padded rows' own results are thrown away, so any way of skipping them is right: masked loads with
+any ``other``, ``tl.where`` on a safe index, scalar ``if slot >= 0`` guards, or the whole body under one.
+"""
+''', "labkit.then_sampling_kernel?", {"a", "b"}),
+    ("host_steps", '''"""Exercises (a) and (c) share this.
+
+* the rows the graph reads: live rows map to their slots, padded rows to no slot at all (a
+  negative value, which the masked kernel skips).
+"""
+''', "labkit.then_host_steps?", {"a", "b"}),
+    ("launches", '''"""The launches of exercise (b).
+
+Each case is one launch of a toy vocabulary with a row -> slot mapping whose padded rows hold -1.
+"""
+CASE_MAPPINGS = ((0, 1, 2, 4, 5, 6, 7, -1), (6, 0, -1, -1), (3, 7, 1, 0))
+''', "labkit.then_launches.CASE_MAPPINGS", {"a"}),
+    ("guarded", '''"""Guarded memory.
+
+A padded row whose slot is -1 addresses ``temperature[-1]``, ``seeds[-1]`` and ``draft_logits[-1]``:
+the memory just before each buffer.
+"""
+''', "labkit.then_guarded?", {"a"}),
+    ("padded_slot", '''"""Errors."""
+
+
+def padded_slot_error(kernel, rows, slots=(-1,)):
+    """The refusal of an unmasked launch whose `rows` hold the negative `slots`."""
+''', "signature of labkit.then_padded_slot.padded_slot_error", {"a"}),
+    ("fix_explorer", '''"""Notebook 03's explorer.
+
+    host     Speculator.copy_idx_mapping fills the padded rows of idx_mapping with -1 (no request).
+    kernel   the Gumbel sampling kernel masks its loads and its q store on slot >= 0.
+    dflash   DFlash pads its per-sample mapping with -1 rather than 0 (request slot 0).
+"""
+''', "labkit.then_fix_explorer?", {"a", "b", "c"}),
+    ("record", '''"""The exercises."""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise."""
+
+    letter: str
+    upstream: str
+
+
+EXERCISES = (Exercise("d", "vLLM #47383, slot * k * vocab in int32 (the kit's gumbel_sample_kernel widens it)"),)
+''', "labkit.then_record.EXERCISES", {"d"}),
+)
+
+
+@pytest.mark.parametrize("name, source, where, exercises", OLD_HELP, ids=[old[0] for old in OLD_HELP])
+def test_each_place_where_question_mark_once_showed_the_fix_is_caught(old_module, name, source, where, exercises):
+    old_module(name, source)
+    leaks = find_package_leaks(module_help(f"labkit.then_{name}"))
+    assert {leak.exercise for leak in leaks if leak.seen.where == where} == exercises, [str(x) for x in leaks]
+
+
+def test_the_walk_reaches_modules_no_notebook_imports_and_a_new_one(old_module):
+    old_module("fixed_map", '''"""Notebook 03's map."""
+FIX = {1: "FIX 1: idx_mapping[num_reqs:] = -1", 2: "FIX 2: skip slot < 0", 3: "FIX 3: pad with -1, not 0"}
+''')
+    modules = package_modules()
+    # Modules of every part of the kit, imported by no notebook, and the planted one.
+    assert {"labkit.kernels.dflash_prep", "labkit.tools.mutants", "labkit.upstream.report", "labkit.gpu.race",
+            "labkit.workshop.harness.host_steps", "labkit.then_fixed_map"} <= set(modules)
+    leaks = [leak for leak in find_package_leaks() if leak.seen.where == "labkit.then_fixed_map.FIX"]
+    assert {leak.exercise for leak in leaks} == {"a", "b", "c"}, [str(x) for x in leaks]
+
+
+def test_a_module_that_cannot_be_imported_still_shows_its_docstring(old_module):
+    old_module("hub_config", '"""Loaded by JupyterHub: padded rows hold -1."""\nc = get_config()  # noqa: F821\n')
+    seen = dict(package_help())
+    assert seen["labkit.then_hub_config?"] == "Loaded by JupyterHub: padded rows hold -1."
+    assert any(leak.seen.where == "labkit.then_hub_config?" for leak in find_package_leaks())
+
+
+def test_what_question_mark_shows_anywhere_in_the_kit_states_no_part_of_any_answer():
+    leaks = find_package_leaks()
+    assert not leaks, "? and Tab show the fix before the exercises:\n" + "\n".join(map(str, leaks))

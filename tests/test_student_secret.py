@@ -51,7 +51,7 @@ README = REPO / "README.md"
 DOCS = {p.name: p.read_text() for p in sorted((REPO / "docs").glob("*.md"))}
 BEFORE_LAST_EXERCISE = STUDENT_PATH[:STUDENT_PATH.index(EXERCISE_NOTEBOOK) + 1]
 CAPTURE_ID = "labkit-capture-figure-text"
-INSPECT = "__import__('labkit.workshop.editions.secrecy', fromlist=['_']).inspect_namespace()"
+INSPECT = "__import__('labkit.workshop.editions.help_text', fromlist=['_']).inspect_namespace()"
 CAPTURE = "__import__('labkit.workshop.editions.secrecy', fromlist=['_']).capture_figure_text()"
 
 

@@ -368,3 +368,59 @@ def test_notebook_04s_early_exit_prose_matches_the_record(gpu):
     assert row_order["early_exit"][0] >= 0.9
     # "Close to the cost of the live rows alone": within a tenth of the masked launch of it, at worst.
     assert now["early_exit"][1] - now["live_rows_only"][1] < 0.1 and now["early_exit"][1] < 0.9
+
+
+# -- the words beside a notebook's printed numbers --------------------------------------------------
+# Where a notebook's prose restates what a cell prints, the test computes the number the cell computes
+# and reads it back out of the prose (and out of the stored output), so neither can drift alone.
+
+def _notebook(name: str):
+    import nbformat
+
+    return nbformat.read(ROOT / "notebooks" / name, as_version=4)
+
+
+def test_exercise_d_says_the_overflow_starts_where_its_checker_says_it_does(monkeypatch):
+    import torch
+
+    from labkit import backends
+    from labkit.workshop import checkers as ex
+    from labkit.workshop.exercises.store_offset import BIG_K, BIG_V, first_overflowing_slot
+
+    first = first_overflowing_slot()
+    # The slot itself: the product no longer fits from `first` on, and still did one slot before.
+    assert first * BIG_K * BIG_V > 2**31 - 1 >= (first - 1) * BIG_K * BIG_V
+    task = next(c.source for c in _notebook("07_exercises.ipynb").cells if c.get("id") == "d-task")
+    assert f"stride_slot = {BIG_K * BIG_V:,}" in task
+    assert re.findall(r"from slot (\d+)", task) == [str(first)], task
+
+    def q_offset(slot, step, stride_slot, stride_step):
+        return slot.to(torch.int64) * stride_slot + step * stride_step
+
+    monkeypatch.setattr(backends, "HAS_TRITON", False)  # the torch version: the same verdict, no interpreter
+    verdict = str(ex.check_offset({"q_offset": q_offset}))
+    assert "solved" in verdict and re.findall(r"from slot (\d+)", verdict) == [str(first)], verdict
+
+
+def test_notebook_04s_summary_prints_its_sizes_and_an_early_exit_inside_the_range_its_text_gives(gpu):
+    from labkit.viz.gpu_records import early_exit_shares, headline
+
+    h, shares = headline(gpu), early_exit_shares(gpu["kernel"])
+    low, high = shares["early_exit"]
+    # The summary's worst case is over the largest batches, a subset of the 64-512 rows the text's range covers.
+    assert all(rows >= 64 for rows, _ in h["sizes"])
+    assert round(low, 2) <= round(h["max_early_exit_over_masked"], 3) <= round(high, 2)
+    nb = _notebook("04_timing.ipynb")
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## Summary"))
+    printed = "".join(o.get("text", "") for o in nb.cells[at + 1].outputs)
+    assert f"early exit / masked, half the rows padded: at most {h['max_early_exit_over_masked']:.3f}" in printed
+    assert ", ".join(f"{r} x {v}" for r, v in h["sizes"]) in printed
+    assert f"costs {low:.2f}-{high:.2f}" in "".join(c.source for c in nb.cells[:at]).replace("\n", " ")
+
+
+def test_notebook_00_names_every_notebook_in_the_order_a_learner_opens_them():
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+
+    cell = next(c.source for c in _notebook("00_setup_and_tour.ipynb").cells if "## What comes next" in c.source)
+    named = re.findall(r"^\* \*\*(\d\d) ·", cell, re.MULTILINE)
+    assert named == [name[:2] for name in STUDENT_PATH[1:]], named

@@ -22,6 +22,7 @@ from labkit.bench.repro import BenchConfig, bench_requests
 from labkit.engine import Engine
 from labkit.errors import LabkitInputError
 from labkit.models import load_toy_models
+from labkit.proofs.ownership import OwnershipTable
 from labkit.workshop import checkers as ex
 from labkit.workshop.exercises.capstone import run_capstone
 
@@ -47,6 +48,26 @@ def test_the_capstone_with_right_pieces_reproduces_the_table_and_maps_your_launc
     assert table.collisions() == []
     assert "row 7" not in str(table).split("verdict", 1)[1]  # the padded row stored nothing
     assert isinstance(result.ownership_map(), Figure)
+
+
+def test_each_drafter_shows_its_own_launch_once():
+    pieces = {"copy_idx_mapping": fill_right, "gumbel_rows": rows_skip_padded, "build_sample_mapping": dflash_right}
+    dflash = run_capstone(pieces, prompts=2, drafters=("dflash",))
+    assert dflash.solved and list(dflash.launches) == ["dflash"]
+    record = dflash.launches["dflash"]
+    # DFlash's launch reads the sample mapping your (c) built: 7 live requests, k = 2 rows each, padded to 16.
+    mapping = [int(s) for s in record.mapping]
+    assert record.samples_per_req == 2 and len(mapping) == 16
+    assert mapping[:14] == [s for s in (0, 1, 2, 4, 5, 6, 7) for _ in range(2)] and all(s < 0 for s in mapping[14:])
+    shown = repr(dflash)
+    assert shown.count("Your own ") == 1 and "Your own dflash launch" in shown and "your (a), (b) and (c)" in shown
+    assert str(OwnershipTable.from_record(record)) in shown
+    both = run_capstone(pieces, prompts=2)
+    shown = repr(both)
+    assert [line for line in shown.splitlines() if line.startswith("Your own ")] == [
+        line for line in shown.splitlines() if line.startswith(("Your own autoregressive", "Your own dflash"))]
+    assert shown.count("Your own autoregressive launch") == shown.count("Your own dflash launch") == 1
+    assert both.launch is both.launches["autoregressive"]
 
 
 def test_a_passed_capstone_brings_the_docs_that_explain_the_fix_into_a_learners_folder(tmp_path, monkeypatch):

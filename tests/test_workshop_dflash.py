@@ -152,5 +152,5 @@ def test_a_solved_pad_shows_the_prs_fix_beside_yours():
     result = ex.check_dflash(dflash_fill_first)
     assert_solved(result)
     shown = repr(result)
-    assert "sample_idx_mapping[live:] = pad_value" in shown and "pad_value=-1" in shown
+    assert "sample_idx_mapping[live:] = pad_value" in shown and "return -1 if fix.dflash else 0" in shown
     assert "def dflash_fill_first(" in shown

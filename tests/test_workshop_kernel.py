@@ -173,6 +173,52 @@ def kernel_no_other(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr
     tl.store(token_ptr + row, tl.argmax(scores, axis=0))
 
 
+@triton.jit
+def kernel_scalar_store_mask(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr, token_ptr,
+                             vocab_size, salt, BLOCK_V: tl.constexpr):
+    # The block mask and the scalar condition side by side: docs/TRITON_MASKS.md's form that Triton 3.9's
+    # interpreter refuses.
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & (slot >= 0))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
+@triton.jit
+def kernel_named_condition_store_mask(logits_ptr, mapping_ptr, temperature_ptr, seeds_ptr, pos_ptr, q_ptr,
+                                      token_ptr, vocab_size, salt, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    slot = tl.load(mapping_ptr + row)
+    is_valid = slot >= 0
+    offs = tl.arange(0, BLOCK_V)
+    in_vocab = offs < vocab_size
+    logits = tl.load(logits_ptr + row * vocab_size + offs, mask=in_vocab, other=float("-inf"))
+    temp = tl.load(temperature_ptr + slot, mask=is_valid, other=0.0)
+    seed = tl.load(seeds_ptr + slot, mask=is_valid, other=0)
+    scaled = logits
+    if temp != 0.0:
+        scaled = logits / temp
+    tl.store(q_ptr + slot * vocab_size + offs, scaled, mask=in_vocab & tl.broadcast_to(is_valid, [BLOCK_V]))
+    scores = scaled
+    if temp != 0.0:
+        key = row_key(seed, tl.load(pos_ptr + row), salt)
+        scores = scaled - tl.log(-tl.log(uniform(key, offs)))
+    tl.store(token_ptr + row, tl.argmax(scores, axis=0))
+
+
 @needs_kernels
 @pytest.mark.parametrize("learner", [kernel_other_zero, kernel_other_one, kernel_where, kernel_early_exit,
                                      kernel_scalar_guards])
@@ -189,6 +235,17 @@ def test_a_masked_load_without_other_is_accepted_with_a_warning():
     assert_solved(result)
     assert [w.split("`")[1] for w in result.warnings] == ["temperature", "seeds"]
     assert all("undefined" in w for w in result.warnings)
+
+
+@needs_kernels
+@pytest.mark.parametrize("learner, mask", [(kernel_scalar_store_mask, "in_vocab & (slot >= 0)"),
+                                           (kernel_named_condition_store_mask,
+                                            "in_vocab & tl.broadcast_to(is_valid, [BLOCK_V])")])
+def test_a_store_mask_another_supported_triton_refuses_is_accepted_with_a_warning(learner, mask):
+    result = ex.check_kernel(learner)
+    assert_solved(result)
+    assert len(result.warnings) == 1 and f"`{mask}`" in result.warnings[0], result.warnings
+    assert "Triton 3.9" in result.warnings[0] and "docs/TRITON_MASKS.md" in result.warnings[0]
 
 
 # ---------------------------------------------------------------------------------------- wrong

@@ -60,7 +60,7 @@ class Case:
 
     number: int
     key: str  # the case's name in records and tests, e.g. "shared-pool"
-    title: str  # notebook 09's heading, after "Case N · "
+    title: str = field(repr=False)  # notebook 09's heading, after "Case N · " (some name a fix: not in the repr)
     module: str  # the kit's module that reproduces it
     report: Ref  # the issue or pull request the case is about
     fix_ref: Ref | None  # the pull request or commit that fixed it upstream; None: none had landed

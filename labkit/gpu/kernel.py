@@ -71,7 +71,8 @@ def _triton_copy(rows: int, vocab: int, rows_first: bool = False):
 
 def kernel_case(rows: int, vocab: int, *, padded: int = 0, max_num_reqs: int | None = None, k: int = 2,
                 seed: int = 0, greedy: bool = False):
-    """(logits, SamplingState(slots, temperature, seeds, positions, q)) on the GPU; the last `padded` rows hold -1."""
+    """(logits, SamplingState(slots, temperature, seeds, positions, q)) on the GPU; the last `padded`
+    rows hold the host fill's value."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     M = max_num_reqs or max(rows, 1)
     logits = 3 * torch.randn(rows, vocab, device="cuda", generator=g)

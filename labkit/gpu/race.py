@@ -10,7 +10,7 @@ scaled logits.
     race_blocks(vocab)   per launch and per vocab block of q: whose values landed (record "race_blocks")
     race_stats(vocab)    per launch only: whole-launch winners and the padded share (record "race")
 
-With ``fixed=True`` the padded row holds -1 and the kernel is masked: q[7] must be row 6's values
+With ``fixed=True`` the padded row and the kernel are as PR #47066 leaves them: q[7] must be row 6's values
 in every launch, whatever the order the programs ran in.
 """
 

@@ -1,8 +1,8 @@
 """compute-sanitizer's memcheck on the sampling kernel: the fix reads nothing out of bounds, the
 fill alone does.
 
-A padded row holding -1 is safe only if the kernel masks every slot-indexed access. Without the
-mask ("fill only"), the row reads ``temperature[-1]`` and ``seeds[-1]`` and stores ``q[-1]``: bytes
+The host fill alone is not safe: the kernel must also stop every slot-indexed access of a padded
+row. Without that ("fill only"), the row reads ``temperature[-1]`` and ``seeds[-1]`` and stores ``q[-1]``: bytes
 just before those buffers. With its checks on (``validate=True``, the default) the kit refuses that
 launch on every backend; with them off, on a GPU, memcheck sees the accesses.
 :func:`memcheck` runs :mod:`labkit.gpu.sanitizer_probe` under

@@ -1,4 +1,4 @@
-"""One sampling launch with a padded row holding -1, for compute-sanitizer to watch.
+"""One sampling launch with a padded row as the host fill leaves it, for compute-sanitizer to watch.
 
 An entry point of its own because :mod:`labkit.gpu.sanitizer` runs it under compute-sanitizer, in
 a process of its own; nobody types it (the GPU measurements are ``python -m labkit gpu``):

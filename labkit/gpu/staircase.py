@@ -22,7 +22,7 @@ REPS = 5  # calls per graph in the kernel staircase
 
 def bench_staircase_toy(capture_sizes=TOY_CAPTURE_SIZES, log=print) -> dict:
     """Time of the toy draft step against live rows: graph replay of the padded size vs eager
-    launches on exactly the live rows (rows past the live ones hold -1: mode graph-fixed)."""
+    launches on exactly the live rows (rows past the live ones as the fix fills them: mode graph-fixed)."""
     from labkit.bench.scenario import propose_inputs
 
     spec = toy_speculator(capture_sizes, validate=False)
@@ -75,7 +75,7 @@ def _staircase_points(size: int, vocab: int) -> list[dict]:
 
 def bench_staircase_kernel(kernel_sizes=KERNEL_SIZES, vocab: int = REAL_VOCAB, log=print) -> dict:
     """The sampling kernel at a real vocabulary against live rows: a graph captured at each size,
-    replayed with rows n.. holding -1, masked with and without early exit, vs exactly n rows."""
+    replayed with rows n.. as the fix fills them, masked with and without early exit, vs exactly n rows."""
     points = []
     for size in sorted(kernel_sizes):
         points += _staircase_points(size, vocab)

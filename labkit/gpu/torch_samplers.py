@@ -5,7 +5,7 @@ and does the kernel's job: scale the rows by their slot's temperature, store the
 ``q[slot, step]`` (the draft distribution), and draw one token per row from softmax(logits / T).
 
     hash_port_sample      the kit's own counter-based noise (labkit.kernels.noise), ported to torch:
-                          the same tokens as the kernel, but the 32-bit hash runs in int64 (torch has
+                          the same tokens as the kernel, but the 32-bit hash runs in wider integers (torch has
                           no unsigned 32-bit multiply), so it is several passes over memory
     rand_gumbel_sample    what one would write in torch: Gumbel noise from ``torch.rand``
     multinomial_sample    ``torch.multinomial`` over ``torch.softmax``

@@ -7,19 +7,23 @@ sampling kernel runs over `num_reqs_padded * k` sample rows, and needs a per-sam
     sample_pos[r]         = position of request r // k + r % k
 
 This kernel builds both for the live part and fills the rest of the persistent buffers with a pad.
-Before PR #47066 the pad for `sample_idx_mapping` was 0, meant as "a harmless valid index": but to
-a slot-indexed store, 0 is request slot 0, so every padded sample row overwrote slot 0's q. After
-the fix the pad is -1, which the masked sampling kernel skips.
+Which pad, and why the one before PR #47066 was wrong, is exercise (c) of notebook 07: notebook 03
+and docs/MECHANICS.md explain it after the exercises.
 
 Upstream this is the sample-mapping part of ``_prepare_dflash_inputs_kernel`` in
 ``vllm/v1/worker/gpu/spec_decode/dflash/speculator.py``; docs/VLLM_MAP.md compares the two.
 """
+# (Kept out of the docstring, which `?` shows before the exercises.) Before PR #47066 the pad for
+# `sample_idx_mapping` was 0, meant as "a harmless valid index": but to a slot-indexed store, 0 is
+# request slot 0, so every padded sample row overwrote slot 0's q. After the fix the pad is -1,
+# which the masked sampling kernel skips.
 
 from __future__ import annotations
 
 import torch
 
 from labkit.checks import check_backend, check_int, check_mapping_dtype, check_same_device, check_tensor, check_writable
+from labkit.config import FixSwitches, dflash_pad
 from labkit.errors import LabkitInputError
 from labkit.kernels.triton_import import tl, triton
 
@@ -86,6 +90,10 @@ def _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, 
         )
 
 
+def _default_pad() -> int:
+    return dflash_pad(FixSwitches())
+
+
 def prepare_dflash_sample_mapping(
     idx_mapping: torch.Tensor,
     positions: torch.Tensor,
@@ -94,15 +102,17 @@ def prepare_dflash_sample_mapping(
     *,
     num_reqs: int,
     k: int,
-    pad_value: int = -1,
+    pad_value: int | None = None,
     backend: str | None = None,
 ) -> None:
     """Fill the persistent sample buffers in place (live part from the batch, the rest `pad_value`).
 
     idx_mapping and positions: [>= num_reqs], read. sample_idx_mapping and sample_pos:
-    [max_num_reqs * k], written (any strides whose elements do not overlap).
+    [max_num_reqs * k], written (any strides whose elements do not overlap). `pad_value` None: the
+    pad of the kit's default configuration (:func:`labkit.config.dflash_pad` of ``FixSwitches()``).
     """
     which = check_backend(backend)
+    pad_value = _default_pad() if pad_value is None else pad_value
     _validate(idx_mapping, positions, sample_idx_mapping, sample_pos, num_reqs, k, pad_value)
     if which == "torch":
         prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos,
@@ -121,11 +131,12 @@ def prepare_dflash_sample_mapping(
 
 
 def prepare_dflash_sample_mapping_torch(idx_mapping, positions, sample_idx_mapping, sample_pos, *,
-                                        num_reqs, k, pad_value=-1) -> None:
+                                        num_reqs, k, pad_value=None) -> None:
     """The sample mapping and positions in torch, the kernel's semantics: live rows, then the pad.
 
-    pad_value: what padded sample rows get as their slot: -1 after PR #47066, 0 before
-    (:class:`labkit.config.FixSwitches`, ``dflash``)."""
+    pad_value: what padded sample rows get as their slot, before or after PR #47066
+    (:func:`labkit.config.dflash_pad`; None: the kit's default configuration's)."""
+    pad_value = _default_pad() if pad_value is None else pad_value
     live = num_reqs * k
     sample_idx_mapping[:live] = idx_mapping[:num_reqs].repeat_interleave(k)
     step = torch.arange(k, device=positions.device).repeat(num_reqs)

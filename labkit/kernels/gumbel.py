@@ -15,8 +15,8 @@ One program per (batch row, vocab block). A program
 Under a padded CUDA graph the grid has `num_reqs_padded` rows. Rows past `num_reqs` read whatever
 the mapping buffer holds there. Before the fix that was a stale slot, often one that a live row
 also holds, so two programs stored to the same `draft_logits[slot, step]` and the padded one, which
-runs on garbage input, could win. `masked=True` is the kernel after the fix: rows with slot < 0
-load temperature and seed with `other=0` (a noiseless argmax that is thrown away) and do not store.
+runs on garbage input, could win. `masked=True` is the kernel after the fix: what it does with a
+padded row is exercise (b) of notebook 07, which notebook 03 and docs/MECHANICS.md explain afterwards.
 
 `samples_per_req` > 1 serves DFlash-style drafters, whose sample row r proposes draft step
 `draft_step + r % samples_per_req` of its request.
@@ -30,6 +30,9 @@ launchers and the torch reference. How it is tuned for a GPU lives beside it:
 Upstream this is ``gumbel_block_argmax`` / ``_gumbel_sample_kernel`` in
 ``vllm/v1/worker/gpu/sample/gumbel.py``; docs/VLLM_MAP.md says how the two differ (noise, q, blocks).
 """
+# (Kept out of the docstring, which `?` shows before the exercises.) With `masked=True`, rows with
+# slot < 0 load temperature and seed with `other=0` (a noiseless argmax that is thrown away) and do
+# not store.
 
 from __future__ import annotations
 
@@ -212,15 +215,15 @@ def gumbel_sample(
     Returns int64 tokens [num_rows], always inside the vocabulary. `state` holds what the launch
     reads by row and by slot (:class:`~labkit.kernels.sampling_state.SamplingState`); its
     `draft_logits=None` is greedy drafting's case when no q is kept (nothing slot-indexed is
-    written). `masked` selects the kernel after the fix. `early_exit` (masked only) skips padded
-    rows' loads as well as their stores; a padded row then returns token 0.
+    written). `masked` selects the kernel after the fix. `early_exit` (masked only) is a variant
+    of the fixed kernel that does less work for a padded row, which then returns token 0.
 
     Inputs: logits [num_rows, V] (any float dtype, any strides), state.idx_mapping [>= num_rows]
     signed int, temperature float32 and seeds int64 [max_num_reqs], positions [>= num_rows]
     int32/int64, draft_logits float32 [max_num_reqs, k, V] (any strides whose elements do not
     overlap). With `validate` (the default) every input is checked first, values too: slots <
     max_num_reqs, temperatures of the slots read >= 0 and not NaN, no NaN in live rows' logits (a padded
-    row, slot -1, may hold NaN or inf: it changes no live row's token or q) -- a
+    row may hold NaN or inf: it changes no live row's token or q) -- a
     LabkitInputError says which argument is wrong. Reading values synchronises with a GPU, so
     callers that checked their inputs where they entered (the Speculator, benchmarks) pass
     ``validate=False`` and the launch trusts them. (Should NaN logits reach the kernel anyway, NaN

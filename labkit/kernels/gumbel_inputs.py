@@ -26,7 +26,7 @@ from labkit.kernels.sampling_state import SamplingState
 
 
 def check_switches(masked: bool, early_exit: bool) -> None:
-    """The one rule between the kernel's switches: an early exit needs the mask that says which rows to skip."""
+    """The one rule between the kernel's switches: `early_exit` is a variant of the masked kernel only."""
     if early_exit and not masked:
         raise LabkitInputError("early_exit skips rows with slot < 0, which only the masked kernel knows about")
 

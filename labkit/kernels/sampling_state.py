@@ -2,7 +2,7 @@
 
 The Gumbel sampling kernel reads two kinds of buffer, and the bug lives in the difference:
 
-    idx_mapping    [>= num_rows] signed int   by row:  the row's request-state slot (-1: padding)
+    idx_mapping    [>= num_rows] signed int   by row:  the row's request-state slot
     temperature    float32 [max_num_reqs]     by slot
     seeds          int64   [max_num_reqs]     by slot
     positions      [>= num_rows] int32/int64  by row:  the position of the token being drafted

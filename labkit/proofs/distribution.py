@@ -309,8 +309,8 @@ def speedup_check(setup: Setup, ks: Sequence[int] = (1, 2, 4), *, n: int = 4096,
     A stationary setting in which the formula is exact: every draft position sees the same q and
     every target position the same p (the context is held fixed), so each draft is accepted
     independently with probability a. Each draft step is one launch of the sampling kernel on a
-    graph of 2N rows: N live rows, and N padded rows that are masked (-1) after the fix or, before
-    it, hold the live rows' slots and the stale context's logits and store last.
+    graph of 2N rows: N live rows, and N padded rows that, before the fix, hold the live rows' slots
+    and the stale context's logits and store last (after it, they change nothing).
     """
     from labkit.kernels.gumbel import gumbel_sample
     from labkit.kernels.rejection import rejection_sample

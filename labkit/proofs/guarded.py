@@ -1,15 +1,15 @@
 """Guarded memory: buffers with guard rows around them, and a log of what a launch touched outside.
 
-A padded row whose slot is -1 addresses ``temperature[-1]``, ``seeds[-1]`` and ``draft_logits[-1]``:
-the memory just before each buffer (on a GPU, another tensor's). The checkers hand the learner's
+A row whose slot is negative addresses ``temperature[slot]``, ``seeds[slot]`` and
+``draft_logits[slot]``: the memory just before each buffer (on a GPU, another tensor's). The checkers hand the learner's
 code views into larger allocations, so that such an access lands in *guard* rows instead of
 crashing, and then say which row touched which guard:
 
 * :func:`recording` hooks the loads and stores of Triton's CPU interpreter (every access, with its
   program id and mask, before it happens), so reads are caught even when their value is never used;
   an access outside every known buffer is refused before it can touch memory.
-* :class:`GuardedTensor` gives a torch function the same view of memory: index -1 is the row just
-  before the buffer (as a pointer offset is), not Python's last element.
+* :class:`GuardedTensor` gives a torch function the same view of memory: a negative index is a row
+  before the buffer (as a pointer offset is), not one counted from Python's end.
 * Compiled on a GPU, neither hook exists: writes show in the guard rows' contents and reads only
   through their effect on the results (see :mod:`labkit.workshop.harness.launches`).
 """
@@ -58,7 +58,7 @@ class Guarded:
         return torch.cat([self.storage[:GUARD_ROWS], self.storage[GUARD_ROWS + self.rows:]])
 
     def guard_indices(self) -> list[int]:
-        """Buffer indices of the guard rows: -2, -1, rows, rows + 1."""
+        """Buffer indices of the guard rows: the two just before the buffer, and rows, rows + 1."""
         return list(range(-GUARD_ROWS, 0)) + list(range(self.rows, self.rows + GUARD_ROWS))
 
 
@@ -198,8 +198,8 @@ class GuardedTensor(torch.Tensor):
     """A buffer for a torch function with the kernel's memory semantics and an access log.
 
     Indexing the first dimension with integers (Python ints or integer tensors) addresses the
-    allocation around the buffer: index -1 is the guard row just before it, as `ptr + slot` is in
-    a kernel. Such accesses are logged (row unknown: a vectorised function has no program id).
+    allocation around the buffer: a negative index is a guard row before it, as `ptr + slot` is
+    in a kernel. Such accesses are logged (row unknown: a vectorised function has no program id).
     Everything else behaves as a plain tensor, and results are plain tensors.
     """
 

@@ -49,7 +49,7 @@ def first_overflowing_index(stride: int) -> int:
 
 
 def offset_rows(indices, stride: int) -> list[OffsetRow]:
-    """``index * stride`` in int64 and in int32 (torch's int32 multiply wraps like the GPU's)."""
+    """``index * stride`` exactly, and as a 32-bit multiply gives it (torch's int32 multiply wraps like the GPU's)."""
     idx = torch.tensor(list(indices), dtype=torch.int64)
     exact = idx * stride
     wrapped = idx.to(torch.int32) * torch.tensor(stride, dtype=torch.int32)

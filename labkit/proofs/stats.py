@@ -6,7 +6,7 @@
     expected_tv(p, n)             E[TV(p_hat, p)] for n exact samples, to leading order
     chi_square(tokens, p)         goodness of fit, rare categories pooled; chi2_sf is its p-value
     tv_curve(tokens, p, ns)       TV of the first n samples, for each n
-    loglog_slope(curve)           least-squares slope of log TV against log n (-1/2 when exact)
+    loglog_slope(curve)           least-squares slope of log TV against log n (-0.5 when exact)
 
 Every other module of the kit uses these rather than its own copy.
 """

@@ -11,7 +11,8 @@ Both open trusted (signed into a notebook-signature database of the lab's own, `
 notebook's saved widgets and HTML render before its cells run.
 
 It picks a free port and a random token itself, so the address it prints is the one the server
-answers on. The token reaches JupyterLab in its environment (``JUPYTER_TOKEN``), never on its
+answers on, and prints it once the server answers there (not while JupyterLab is still starting).
+The token reaches JupyterLab in its environment (``JUPYTER_TOKEN``), never on its
 command line: any user of the machine reads a process's command line (``/proc/PID/cmdline``),
 and with the token would run code as whoever started the lab (root, on many a shared box); a
 process's environment is its own user's alone.
@@ -58,7 +59,19 @@ LAB_STATE = paths.BUILD / "lab"
 # changes the defaults for everyone using this Python; a learner's own choice in Settings still
 # wins. The schema: jupyterlab/schemas/@jupyterlab/apputils-extension/notification.json.
 NOTIFICATION_PLUGIN = "@jupyterlab/apputils-extension:notification"
-LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False}}
+# A Markdown file opens rendered, as the docs a notebook links to (docs/TRITON_MASKS.md, and after the
+# capstone MECHANICS.md and VLLM_MAP.md) are meant to be read; JupyterLab's default is its source in an
+# editor. "Markdown Preview" is the factory of @jupyterlab/markdownviewer-extension; the schema:
+# jupyterlab/schemas/@jupyterlab/docmanager-extension/plugin.json, "defaultViewers".
+DOCMANAGER_PLUGIN = "@jupyterlab/docmanager-extension:plugin"
+MARKDOWN_VIEWER = "Markdown Preview"
+# The file browser gives the names the width its "Modified" column took: at the default width of the
+# side panel the names of a learner's copies (``D_07_exercises.ipynb``) then show whole. The schema:
+# jupyterlab/schemas/@jupyterlab/filebrowser-extension/browser.json.
+FILEBROWSER_PLUGIN = "@jupyterlab/filebrowser-extension:browser"
+LAB_OVERRIDES = {NOTIFICATION_PLUGIN: {"fetchNews": "false", "checkForUpdates": False},
+                 DOCMANAGER_PLUGIN: {"defaultViewers": {"markdown": MARKDOWN_VIEWER}},
+                 FILEBROWSER_PLUGIN: {"showLastModifiedColumn": False}}
 # And the server neither fetches the news feed nor asks PyPI for a newer JupyterLab.
 NO_NEWS_FLAGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
 # A browser that drops a kernel's websocket during its handshake (a reload) would leave a traceback
@@ -236,17 +249,75 @@ def run(args) -> int:
     cmd = lab_command(args.ip, port, as_root=is_root(), open_browser=has_screen(), extra=args.passed_on,
                       root=root, first=first)
     url = lab_url(args.ip, port, token, first)
+    print(f"JupyterLab is starting on the {edition} edition; its address follows once it answers ...", flush=True)
+    banner = _banner(url, edition, args.ip, port)
+    status = status_url(args.ip, port)
+    if hasattr(os, "fork"):
+        # This process becomes JupyterLab (its pid is the lab's, and Ctrl-C reaches it as before); a
+        # forked watcher prints the address once the server answers, then exits.
+        sys.stdout.flush()
+        lab_pid = os.getpid()
+        if os.fork() == 0:
+            try:
+                if wait_until_answering(status, token, alive=lambda: os.getppid() == lab_pid):
+                    print(banner, flush=True)
+            finally:
+                os._exit(0)
+        os.chdir(root)
+        os.execve(cmd[0], cmd, lab_env(token))
+    # No fork (Windows): JupyterLab as a child, watched from here.
+    import subprocess
+
+    proc = subprocess.Popen(cmd, cwd=root, env=lab_env(token))
+    if wait_until_answering(status, token, alive=lambda: proc.poll() is None):
+        print(banner, flush=True)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # JupyterLab got it too, and decides whether to stop
+            continue
+
+
+def status_url(ip: str, port: int) -> str:
+    """Where the started server answers when it is ready (``/api/status``, which needs the token)."""
+    host = "127.0.0.1" if ip in ("", "0.0.0.0", "localhost") else ip
+    return f"http://{host}:{port}/api/status"
+
+
+def wait_until_answering(url: str, token: str, alive, poll_s: float = 0.2, say_every_s: float = 15.0,
+                         log=print) -> bool:
+    """Poll `url` with `token` until it answers 200 (True), or until ``alive()`` says the server is gone
+    (False). Every `say_every_s` seconds of waiting it says it is still waiting."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    started = said = time.monotonic()
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    while alive():
+        try:
+            with urllib.request.urlopen(request, timeout=2) as answer:
+                if answer.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        if time.monotonic() - said >= say_every_s:
+            said = time.monotonic()
+            log(f"  ... still starting ({said - started:.0f} s)", flush=True)
+        time.sleep(poll_s)
+    return False
+
+
+def _banner(url: str, edition: str, ip: str, port: int) -> str:
     bar = "=" * 78
-    print(f"{bar}\n  JupyterLab is starting on the {edition} edition. Open the lab at:\n\n    {url}\n", flush=True)
-    if args.ip == "0.0.0.0":
-        print("  (listening on every interface: use this machine's address in place of 127.0.0.1)")
+    lines = [bar, f"  JupyterLab answers on the {edition} edition. Open the lab at:", "", f"    {url}", ""]
+    if ip == "0.0.0.0":
+        lines.append("  (listening on every interface: use this machine's address in place of 127.0.0.1)")
     elif not has_screen():
-        print(f"  On a remote machine, tunnel first: ssh -L {port}:127.0.0.1:{port} <this machine>")
+        lines.append(f"  On a remote machine, tunnel first: ssh -L {port}:127.0.0.1:{port} <this machine>")
     if is_root():
-        print("  Running as root: started with --allow-root; the token above still guards the server.")
+        lines.append("  Running as root: started with --allow-root; the token above still guards the server.")
     if edition == "student":
-        print("  (the instructor edition, solutions included: make lab EDITION=instructor)")
-    print(f"  Stop it with Ctrl-C.\n{bar}", flush=True)
-    os.chdir(root)
-    os.execve(cmd[0], cmd, lab_env(token))
-    return 0  # not reached
+        lines.append("  (the instructor edition, solutions included: make lab EDITION=instructor)")
+    lines += ["  Stop it with Ctrl-C.", bar]
+    return "\n".join(lines)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import paths
@@ -42,8 +42,9 @@ class Mutant:
     name: str
     part: str  # which part of the fix it undoes
     path: str
-    old: str  # exact text, must occur exactly once
-    new: str
+    # The code of the fix and its undoing: out of the repr, which `?` on MUTANTS shows before the exercises.
+    old: str = field(repr=False)  # exact text, must occur exactly once
+    new: str = field(repr=False)
     tests: tuple[str, ...]
     backend: str = "interpreter"  # the Triton source runs in the interpreter; torch for host-side code
 
@@ -78,7 +79,7 @@ MUTANTS = (
     Mutant("rejection-rule", "verification", "labkit/kernels/rejection.py",
            "accept = u * q_x < p_x", "accept = u * p_x < q_x",
            KERNEL_TESTS),
-    Mutant("no-refusal-of-minus-1", "guard: unmasked kernel meets -1", "labkit/kernels/gumbel_inputs.py",
+    Mutant("no-refusal-of-minus-1", "guard: unmasked kernel meets a padded slot", "labkit/kernels/gumbel_inputs.py",
            'raise padded_slot_error("gumbel_sample"', '(lambda *_: None)("gumbel_sample"',
            # the refusal tests first: past the refusal the unmasked kernel really reads at -1
            tuple(reversed(KERNEL_TESTS))),

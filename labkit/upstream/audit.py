@@ -9,7 +9,7 @@ of 31 tokens (one block of any kernel: the interpreter stays fast). Temperature,
              fill). Audited with the kit's padding-invariance audit (:func:`labkit.proofs.audit.audit_step`):
              each live record is compared with an eager run of exactly the live rows, and the audit
              names the row that wrote a corrupted one.
-    filled   the padded row holds -1 (after the host fill). The launch is compared with the eager
+    filled   the padded row holds what the host fill writes. The launch is compared with the eager
              run, and every access outside a buffer is logged: exactly under Triton's interpreter
              (each load and store, with its row, before it happens), by the guard rows' contents
              and by the padded row's result under two guard contents when compiled.
@@ -280,7 +280,7 @@ def _launch(sampler, inputs, mapping, rows, guard_set):
 
 
 def filled_case(sampler: Sampler, inputs: Inputs) -> CaseResult:
-    """The padded row holds -1: what the launch touches outside the buffers, and what it changes."""
+    """The padded row as the host fill leaves it: what the launch touches outside the buffers, and what it changes."""
     n = len(LIVE_SLOTS)
     mapping = list(LIVE_SLOTS) + [-1] * (PADDED_ROWS - n)
     reference, _ = _launch(sampler, inputs, list(LIVE_SLOTS), n, GUARD_SETS[0])

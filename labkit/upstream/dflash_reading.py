@@ -4,7 +4,7 @@ A DFlash drafter samples ``num_reqs_padded * k`` rows in one launch and maps eac
 request's slot through ``sample_idx_mapping``; the sampling kernel stores each row's q by that slot.
 Its rows past the live ones are padding, written by the input-preparation kernel
 (``_prepare_dflash_inputs_kernel``, from 0.34.0 a helper it calls). A pad of 0 is request slot 0: every
-padded sample row stores its q over slot 0's (the third part of PR #47066 made it -1).
+padded sample row stores its q over slot 0's (the third part of PR #47066 changed it: docs/VLLM_MAP.md).
 
 :mod:`labkit.upstream.dflash_run` runs the preparation and decides by what it wrote; this reading is
 the evidence (each store's file and line) and the answer where the run cannot be made. In every file
@@ -55,14 +55,15 @@ class DFlashReading:
 
     @property
     def pad_value(self) -> int | None:
-        """The pad (None: none found); a tree that pads with more than one value gives the first not -1."""
+        """The pad (None: none found); a tree that pads with more than one value gives the first
+        that is not the fix's."""
         values = [s.value for s in self.pads]
         if not values:
             return None
         return next((v for v in values if v != -1), -1)
 
     def part(self) -> dict:
-        """DFlash's part of the verdict: state 'absent', 'pads -1', 'pads slot N' or 'unknown', with evidence."""
+        """DFlash's part of the verdict: state 'absent', the fix's pad, 'pads slot N' or 'unknown', with evidence."""
         if not self.present and not self.unreadable:
             return {"state": "absent", "says": "no DFlash drafter in this tree", "evidence": []}
         pads = [s.to_json() for s in self.pads]

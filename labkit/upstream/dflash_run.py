@@ -10,7 +10,7 @@ imported) and calls it on two steps of docs/MECHANICS.md's timeline
 finished), k = 2, ``max_num_reqs`` = 8, with the same persistent buffers, as a drafter keeps them.
 After the second step, sample rows 14 and 15 are padding. What they hold decides DFlash's part:
 
-    -1          the sampling kernel skips them (its mask on slot >= 0)
+    the fix's   the sampling kernel skips them (docs/VLLM_MAP.md, after the exercises)
     0           slot 0's q is overwritten by a padded row every step (the pad PR #47066 replaced)
     7           untouched: the stale slot the first step left, so slot 7's q is overwritten
     live rows   rows 0-13 must hold the live slots, each k times; if not, the run is not the kit's
@@ -65,8 +65,9 @@ class DFlashRun:
 
     @property
     def state(self) -> str | None:
-        """'pads -1', 'pads slot N' (a constant slot), 'keeps stale slot N' (the rows left as the step
-        before left them), 'pads N' (another negative: skipped as -1 is), or None where it did not run.
+        """The fix's pad, 'pads slot N' (a constant slot), 'keeps stale slot N' (the rows left as the step
+        before left them), 'pads N' (another value the kernel skips as it skips the fix's), or None where it
+        did not run.
         Rows that differ are judged by the first that holds a slot (it overwrites that slot's q)."""
         if not self.ran:
             return None

@@ -7,7 +7,7 @@ it by running the kit's own buggy and fixed kernels in the same scenario, and by
 
 * ``NO_SLOT_STORE``: its ``gumbel_sample`` takes no slot-indexed output (not applicable).
 * ``UNMASKED``: the newest release whose kernel stores q by slot without a mask and whose DFlash pads
-  with 0: its speculator writes no -1 either (affected, every part of the fix missing).
+  with 0: its speculator has no host fill either (affected, every part of the fix missing).
 * ``FIRST_FIXED``: the first release with all three parts of the fix.
 * ``CACHE_API``: a kernel whose q is a logits cache and whose signature has no ``is_drafting``.
 * ``IMPORTS_HELPER``: a kernel file that imports a helper from another file of Model Runner V2.

@@ -7,21 +7,22 @@
 The PR's fix has three parts, and the verdict weighs each, with the file and line it stands on:
 
     kernel     vLLM's own sampling kernel, run in the kit's scenario (:mod:`labkit.upstream.audit`):
-               does it store q by slot at all, and does it mask the loads and the store of a row whose
-               slot is -1? A kernel that stores nothing by slot cannot have the bug: not applicable.
+               does it store q by slot at all, and does it mask the loads and the store of a padded row
+               (docs/VLLM_MAP.md says how, after the exercises)? A kernel that stores nothing by slot
+               cannot have the bug: not applicable.
     host fill  the speculator's host step that writes ``idx_mapping``, run on a padded batch
-               (:mod:`labkit.upstream.host_fill_run`): does the padded row hold -1 when the graph
-               replays, and does the step run before every replay?
+               (:mod:`labkit.upstream.host_fill_run`): does the padded row hold what the fix writes
+               when the graph replays, and does the step run before every replay?
     DFlash     the DFlash drafter's input preparation, run in the kit's scenario
                (:mod:`labkit.upstream.dflash_run`; its source read where it cannot run,
                :mod:`labkit.upstream.dflash_reading`): are the padded rows of its per-sample mapping
-               -1, a constant slot (0 is slot 0), or left stale?
+               the fix's pad, a constant slot (0 is slot 0), or left stale?
 
 Affected: the kernel stores by slot and a padded row can still name a live slot (no host fill: a
-stale slot passes any mask) or slot -1 reaches an unmasked kernel (the fill without the mask: out of
+stale slot passes any mask) or the fill reaches an unmasked kernel (the fill without the mask: out of
 bounds), or DFlash's padded sample rows name a slot. Not affected: the kernel masks, the host fills, DFlash (if any)
-pads with -1, each shown by a run or a form the kit recognizes exactly (:data:`RULE`). A part that
-cannot be shown, and no other part that settles it, is "could not audit: PART: WHY".
+pads as the fix does, each shown by a run or a form the kit recognizes exactly (:data:`RULE`). A part
+that cannot be shown, and no other part that settles it, is "could not audit: PART: WHY".
 The exit status is a linter's: 0 not affected or not applicable, 1 affected, 2 could not audit.
 
 The kernel's run also says "the kernel alone, given a stale slot, overwrites a live q: yes" for every

@@ -10,8 +10,8 @@ so this module reads their source with Python's ``ast``. In every file under
 persistent ``idx_mapping`` (``X.idx_mapping[:num_reqs].copy_(...)``, ``X.idx_mapping[:n] = ...``, or
 the same through a local name bound to that slice; in current releases this is
 ``_copy_request_inputs``, in older layouts an inline copy in ``propose``) and, in the same function,
-the writes of -1 after the live part (``X.idx_mapping[num_reqs:].fill_(-1)`` or ``... = -1``) or over
-the whole buffer (``X.idx_mapping.fill_(-1)``), each with the ``if`` conditions it sits under.
+the fix's writes after the live part (a ``fill_`` or an assignment of ``X.idx_mapping[num_reqs:]``) or over
+the whole buffer (docs/VLLM_MAP.md shows them, after the exercises), each with the ``if`` conditions it sits under.
 
 A fill done by a helper in the same file (a method of the class or a function of the module, given
 the buffer or reaching it through ``self``) is followed and counted, named as such. A call that
@@ -60,7 +60,7 @@ class CopyFunction:
 
     @property
     def unconditional(self) -> bool:
-        """A -1 fill of the padded rows on every path through the live copy's own branch."""
+        """The fix's fill of the padded rows on every path through the live copy's own branch."""
         live = set(self.live_copy.conditions)
         return any(set(f.conditions) <= live for f in self.pad_fills)
 
@@ -290,7 +290,7 @@ class SpeculatorReading:
 
     @property
     def fills_padded_rows(self) -> bool | None:
-        """True if every function that copies live slots also fills the padded rows with -1."""
+        """True if every function that copies live slots also fills the padded rows as the fix does."""
         return all(c.fills_padded_rows for c in self.copies) if self.copies else None
 
     def part(self) -> dict:

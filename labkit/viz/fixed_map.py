@@ -7,7 +7,8 @@ from matplotlib.figure import Figure
 
 from labkit.viz.moving_parts import moving_parts
 
-FIX = {
+# Private: `?` on a public table would show the fix before the exercises.
+_FIX = {
     1: "FIX 1: idx_mapping[num_reqs:] = -1",
     2: "FIX 2: skip slot < 0\n(masked loads + store)",
     3: "FIX 3: pad with -1, not 0",
@@ -16,4 +17,4 @@ FIX = {
 
 def moving_parts_fixed() -> Figure:
     """The map of the moving parts, each place of the bug with the part of the fix that acts there."""
-    return moving_parts(FIX)
+    return moving_parts(_FIX)

@@ -24,7 +24,7 @@ def _figure(size) -> tuple[Figure, object]:
 
 def plot_tv_vs_n(proof: Proof, ax=None) -> Figure:
     """TV(p_hat, p) against N on log-log axes: the fixed path follows the exact-sampling curve
-    (slope -1/2); the buggy path flattens at TV(p, p_buggy)."""
+    (slope -0.5); the buggy path flattens at TV(p, p_buggy)."""
     fig, ax = _figure((6.4, 4.4)) if ax is None else (ax.figure, ax)
     ns = [n for n, _ in proof.tv_fixed]
     grid = [ns[0] * (ns[-1] / ns[0]) ** (i / 50) for i in range(51)]

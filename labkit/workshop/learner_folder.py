@@ -7,6 +7,7 @@ passes. Both read this module, which sits below them.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -15,14 +16,18 @@ from labkit import paths
 # Docs that explain the fix, which the notebooks after 07 link to: they reach a learner's folder when
 # the capstone passes (every exercise done), never before; the file browser shows none of them earlier.
 DOCS_AFTER_THE_EXERCISES = ("MECHANICS.md", "VLLM_MAP.md")
-# The learner's copies carry the edition in their names, so that a tab of the student edition never
-# looks like a tab of the instructor's (JupyterLab titles a tab with the file name).
-LEARNER_SUFFIX = "_student"
+# A learner's copy is named ``A_00_setup.ipynb``: a capital letter for its place on the learner's path,
+# the notebook's number, a short title (the student edition names them); the instructor's notebooks
+# never start with a letter. An older kit named the copies ``00_setup_and_tour_student.ipynb``.
+LEARNER_FILE = re.compile(r"^[A-Z]_\d\d_\w+\.ipynb$")
+OLD_LEARNER_SUFFIX = "_student"
 
 
 def is_learner_folder(folder: str | Path) -> bool:
     """Whether `folder` is a learner's folder (it holds a notebook of the student edition)."""
-    return any(Path(folder).glob(f"*{LEARNER_SUFFIX}.ipynb"))
+    folder = Path(folder)
+    return (any(LEARNER_FILE.match(p.name) for p in folder.glob("*.ipynb"))
+            or any(folder.glob(f"*{OLD_LEARNER_SUFFIX}.ipynb")))
 
 
 def deliver_docs_after_the_exercises(folder: str | Path | None = None) -> list[Path]:

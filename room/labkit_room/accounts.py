@@ -235,7 +235,7 @@ def end_processes(uid: int, grace_s: float = 5.0) -> int:
 
 def kill_all_of(uid: int, timeout_s: float = 20) -> None:
     """SIGKILL every process of `uid` at once, until none is left: a process running as `uid` calls
-    kill(-1), which signals every process that user may signal, with new processes held off while
+    kill() on pid minus one, which signals every process that user may signal, with new processes held off while
     it does. A process that re-forks every millisecond is caught so, where reading a pid and then
     signalling it is not; it even slips past a scan of /proc (its pid is new each time), so the
     sweep runs whatever the scan says, and ends after two sweeps in a row find nothing left."""

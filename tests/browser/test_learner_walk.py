@@ -1,8 +1,10 @@
 """A learner's walk through the student edition in JupyterLab, looking for answers where a curious
-learner looks: ``?`` on every name notebooks 00-02 (and 07) import, Tab after ``labkit.workshop.``,
-and notebook 07 read ahead, top to bottom, before solving anything. Every text the page shows is
-scanned with the secrecy patterns of the exercise records (labkit.workshop.editions.secrecy); any
-answer seen before its exercise is solved fails the test.
+learner looks: the file browser, ``?`` on every name notebooks 00-02 (and 07) import, Tab after
+``labkit.workshop.``, Tab two levels deep from ``labkit.`` and ``?`` on everything it offers, and
+notebooks 00, 01, 02 and 07 read ahead, top to bottom, before solving anything. Every text the page
+shows is scanned with the secrecy patterns of the exercise records (labkit.workshop.editions.secrecy);
+any answer seen before its exercise is solved fails the test. Then the capstone, passed, brings the
+docs that explain the fix, and they open rendered, as the mask page does before it.
 
 The folder is a learner's, as `make lab` builds it; the server is the one the other browser tests
 use (tests/browser/lab_driver.py). Skips as they do without Chromium or Playwright.
@@ -134,22 +136,144 @@ def test_after_07_the_prs_fix_beside_yours_shows_whole_lines_without_scrolling(w
     assert not any(overflowing.values()), f"scroll sideways to read: {overflowing}"
 
 
-def test_reading_07_ahead_shows_no_answer_before_its_exercise(walk):
-    """07 as the page renders it, every cell, before anything runs: the scan's reading rule (what is
-    before an exercise or past its first checker must not show its answer) applied to that text."""
+def test_reading_the_path_ahead_up_to_07_shows_no_answer_before_its_exercise(walk):
+    """00, 01, 02 and 07 as the page renders them, every cell, before anything runs: the scan's reading
+    rule (what is before an exercise or past its first checker must not show its answer) applied to
+    that text."""
     server, context, folder = walk
+    path = [*BEFORE_THE_EXERCISES, EXERCISE_NOTEBOOK]
+    edition = {name: nbformat.read(folder.root / learner_name(name), as_version=4) for name in path}
+    for name in path:
+        nb = _opened(server, context, name)
+        try:
+            rendered = nb.cell_texts()
+        finally:
+            nb.page.close()
+            server.close_session(learner_name(name))
+        cells = edition[name].cells
+        assert len(rendered) == len(cells), (name, len(rendered), len(cells))
+        for cell, text in zip(cells, rendered, strict=True):
+            cell.source, cell.cell_type, cell.outputs = text, "markdown", []  # what the learner reads
+            cell.pop("execution_count", None)
+    leaks = find_leaks(edition, help=False)
+    assert not leaks, "reading ahead shows:\n" + "\n".join(map(str, leaks))
+
+
+# --- the file browser, and Tab two levels deep with ? on everything it offers ---------------------
+
+def test_the_file_browser_lists_the_notebooks_in_the_learners_order_with_whole_names(walk):
+    server, context, folder = walk
+    nb = _opened(server, context, STUDENT_PATH[0])
+    try:
+        items = nb.page.locator(".jp-DirListing-content .jp-DirListing-item .jp-DirListing-itemText")
+        items.first.wait_for(state="visible", timeout=30_000)
+        shown = [t.strip() for t in items.all_inner_texts()]
+        cut = items.evaluate_all("(els) => els.filter((el) => el.scrollWidth > el.clientWidth + 1)"
+                                 ".map((el) => el.innerText.trim())")
+        nb.screenshot(SCREENSHOTS / "walk-file-browser.png")
+    finally:
+        nb.page.close()
+        server.close_session(learner_name(STUDENT_PATH[0]))
+    assert [name for name in shown if name.endswith(".ipynb")] == [learner_name(n) for n in STUDENT_PATH], shown
+    assert not cut, f"the file browser cuts {cut}"
+
+
+def _kit_names_offered(module: str, offered: list[str]) -> list[str]:
+    """Of the names Tab offers after ``module.``, those whose ``?`` shows the kit's own text: its
+    submodules, and what the kit defines (a name imported from torch shows torch's docstring)."""
+    import importlib
+    import importlib.util
+
+    value = importlib.import_module(module)
+    kept = []
+    for name in offered:
+        if name.startswith("_"):
+            continue
+        try:
+            is_module = importlib.util.find_spec(f"{module}.{name}") is not None
+        except (ImportError, ValueError):
+            is_module = False
+        member = getattr(value, name, None)
+        owner = getattr(member, "__module__", None) if callable(member) else type(member).__module__
+        if is_module or (isinstance(owner, str) and owner.split(".")[0] == "labkit"):
+            kept.append(name)
+    return kept
+
+
+def test_tab_two_levels_deep_and_question_mark_on_what_it_offers_show_no_answer(walk):
+    """``labkit.<Tab>``, then ``labkit.<module>.<Tab>`` for every module offered, then ``?`` on the
+    module and on each of the kit's names offered there: all before the first exercise, so held to
+    the patterns of the kit's reference (every exercise's)."""
+    import importlib.util
+
+    server, context, folder = walk
+    nb = _opened(server, context, STUDENT_PATH[0])
+    shown: dict[str, str] = {}
+    try:
+        nb.run_new_cell("import labkit")
+        first = [name for name in nb.completions("labkit.") if not name.startswith("_")
+                 and importlib.util.find_spec(f"labkit.{name}") is not None]
+        for module in first:
+            offered = _kit_names_offered(f"labkit.{module}", nb.completions(f"labkit.{module}."))
+            for name in [f"labkit.{module}", *(f"labkit.{module}.{n}" for n in offered)]:
+                shown[name] = nb.run_new_cell(f"{name}?")
+        nb.screenshot(SCREENSHOTS / "walk-tab-two-levels.png")
+    finally:
+        nb.page.close()
+        server.close_session(learner_name(STUDENT_PATH[0]))
+    assert {"labkit.kernels", "labkit.workshop", "labkit.kernels.gumbel", "labkit.kernels.dflash_prep",
+            "labkit.workshop.exercises", "labkit.workshop.harness"} <= set(shown), sorted(shown)
+    # `?` really showed the kit's docstrings: the first words of one are on the page.
+    assert "The Gumbel sampling kernel of the drafter" in " ".join(shown["labkit.kernels.gumbel"].split())
+    found = {name: hits for name, text in shown.items()
+             if (hits := {x: f for x in letters() if (f := answers_in(text, x, in_help=True))})}
+    assert not found, f"Tab and ? show answers before the exercises: {found}"
+
+
+# --- after the capstone: the docs that explain the fix, rendered ----------------------------------
+
+def _rendered_markdown(server, context, doc: str) -> tuple[bool, str]:
+    """Open docs/`doc` as a learner does (its address in the lab) and say whether JupyterLab shows it
+    rendered, with the text it shows."""
+    page = context.new_page()
+    try:
+        page.goto(server.lab_url(f"docs/{doc}"), timeout=300_000)
+        page.wait_for_selector(".jp-RenderedMarkdown, .jp-FileEditor", timeout=120_000)
+        rendered = page.locator(".jp-MainAreaWidget:not(.lm-mod-hidden) .jp-RenderedMarkdown")
+        if rendered.count():
+            return True, rendered.first.inner_text()
+        return False, page.locator(".jp-FileEditor").first.inner_text()
+    finally:
+        page.close()
+
+
+def test_the_docs_open_rendered_and_the_capstone_brings_the_ones_that_explain_the_fix(walk):
+    from labkit.workshop.editions.student import DOCS_AFTER_THE_EXERCISES, LEARNER_DOCS
+
+    server, context, folder = walk
+    docs = server.root / "docs"
+    assert sorted(p.name for p in docs.iterdir()) == sorted(LEARNER_DOCS)  # before the capstone: the mask page
+    for doc in LEARNER_DOCS:
+        rendered, text = _rendered_markdown(server, context, doc)
+        assert rendered, f"docs/{doc} opens as source, not rendered"
+        found = {x: f for x in letters() if (f := answers_in(text, x, in_task=True))}
+        assert not found, (doc, found)
+    # The capstone, passed with the instructor edition's answers (the torch version of (b)).
+    instructor = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / EXERCISE_NOTEBOOK, as_version=4)
+    answers = {c.get("id"): c.source for c in instructor.cells}
     nb = _opened(server, context, EXERCISE_NOTEBOOK)
     try:
-        rendered = nb.cell_texts()
+        lines, _ = _imports(nbformat.read(folder.root / learner_name(EXERCISE_NOTEBOOK), as_version=4))
+        nb.run_new_cell("\n".join(lines))
+        for cell in ("a-solution", "b-solution-torch", "c-solution"):
+            nb.run_new_cell(answers[cell])
+        verdict = nb.run_new_cell("from labkit.workshop.exercises.capstone import run_capstone\n"
+                                  "run_capstone(globals(), prompts=2)", timeout_s=600)
     finally:
         nb.page.close()
         server.close_session(learner_name(EXERCISE_NOTEBOOK))
-    edition = {name: nbformat.read(folder.root / learner_name(name), as_version=4)
-               for name in [*BEFORE_THE_EXERCISES, EXERCISE_NOTEBOOK]}
-    seven = edition[EXERCISE_NOTEBOOK]
-    assert len(rendered) == len(seven.cells), (len(rendered), len(seven.cells))
-    for cell, text in zip(seven.cells, rendered, strict=True):
-        cell.source, cell.cell_type, cell.outputs = text, "markdown", []  # what the learner reads
-        cell.pop("execution_count", None)
-    leaks = find_leaks(edition, help=False)
-    assert not leaks, "reading 07 ahead shows:\n" + "\n".join(map(str, leaks))
+    assert "your fix: 2 of 2 identical to eager" in verdict and "now in your folder" in verdict, verdict[:2000]
+    assert sorted(p.name for p in docs.iterdir()) == sorted(LEARNER_DOCS + DOCS_AFTER_THE_EXERCISES)
+    for doc in DOCS_AFTER_THE_EXERCISES:
+        rendered, text = _rendered_markdown(server, context, doc)
+        assert rendered and len(text) > 1000, f"docs/{doc} opens as source, not rendered"

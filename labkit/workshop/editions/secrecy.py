@@ -10,6 +10,13 @@ a set of notebooks (the student edition, built, and optionally executed) for the
 written and on the text with its markup, line breaks and sentence punctuation taken out
 (:func:`normalised`).
 
+A learner who explores reaches more than the notebooks import: Tab offers every module of the
+kit, and ``?`` shows each one's names, docstrings, signatures and reprs
+(:mod:`labkit.workshop.editions.help_text`). :func:`find_package_leaks` reads all of that, for the
+whole package, with the patterns each exercise's record holds for the kit's reference
+(:meth:`~labkit.workshop.exercises.record.Exercise.patterns`, ``in_help``): nothing there may state
+part of any answer, since a learner can read it before the first exercise.
+
 The cases of notebook 09 keep theirs the same way: each case's answer (its record,
 :mod:`labkit.family.record`) must not show anywhere on the path before the case's "predict, then
 run" cell, the case book's own cells before it included (:func:`find_case_leaks`).
@@ -22,17 +29,13 @@ cell's output, which :func:`seen_in_cell` reads back.
 
 from __future__ import annotations
 
-import ast
-import importlib
-import importlib.util
-import inspect
 import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from labkit.family import record as case_record
+from labkit.workshop.editions.help_text import INSPECT_MARKER, labkit_imports, module_help, package_help
 from labkit.workshop.exercises import record
 
 # The order a learner opens the notebooks in. The instructor edition is read in file order
@@ -58,7 +61,6 @@ EXERCISE_NOTEBOOK = record.NOTEBOOK
 CASE_NOTEBOOK = case_record.NOTEBOOK
 
 FIGURE_TEXT_MARKER = "labkit-figure-text: "
-INSPECT_MARKER = "labkit-inspect: "
 # A doc a notebook links to or names (``docs/MECHANICS.md``): the learner may open it from there.
 DOC_REFERENCE = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)\b")
 # The README's spoiler section: a collapsed <details> block whose summary says "spoiler".
@@ -80,6 +82,8 @@ class Seen:
     text: str
 
     def place(self) -> str:
+        if self.cell < 0:  # what `?` shows of the package, reachable from any cell
+            return f"{self.notebook}: {self.where}"
         return f"{self.notebook} cell {self.cell} ({self.cell_id}), {self.where}"
 
 
@@ -285,113 +289,6 @@ def find_case_leaks(notebooks: Mapping[str, object], docs: Mapping[str, str] | N
 
 # --- what `?` and Tab show of the kit's modules a cell imports from ------------------------------
 
-def labkit_imports(source: str) -> list[str]:
-    """The kit's modules a cell's code imports from, in order: ``import labkit.x`` gives labkit.x,
-    ``from labkit.x import y`` gives labkit.x (and labkit.x.y where y is a module)."""
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "labkit"]
-        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "labkit":
-            found.append(node.module)
-            found += [f"{node.module}.{alias.name}" for alias in node.names
-                      if _module_exists(f"{node.module}.{alias.name}")]
-    return list(dict.fromkeys(found))
-
-
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def module_help(name: str) -> list[tuple[str, str]]:
-    """What ``?`` and Tab show of the kit's module `name`, as (where, text) pairs: the module's
-    docstring and member names (for a package, its submodules' names and docstrings too); for each
-    public member of the kit, its docstring and signature with its defaults (a class's: of its
-    public methods and properties too); for each other public value, its repr."""
-    module = importlib.import_module(name)
-    found = [(f"{name}?", inspect.getdoc(module) or "")]
-    names = [n for n in dir(module) if not n.startswith("_")]
-    if hasattr(module, "__path__"):
-        for sub in _submodules(module):
-            names.append(sub.name)
-            found.append((f"{name}.{sub.name}?", sub.doc))
-    found.append((f"{name}.<Tab>", " ".join(sorted(set(names)))))
-    for attr in sorted(set(names)):
-        value = getattr(module, attr, None)
-        if value is None or inspect.ismodule(value):
-            if inspect.ismodule(value) and _is_labkit(value):
-                found.append((f"{name}.{attr}?", inspect.getdoc(value) or ""))
-            continue
-        if _is_labkit(value):
-            found += _member_help(f"{name}.{attr}", value)
-        elif not callable(value) and not isinstance(value, type):
-            found.append((f"{name}.{attr}", _safe_repr(value)))
-    return found
-
-
-@dataclass(frozen=True)
-class _Submodule:
-    name: str
-    doc: str
-
-
-def _submodules(package) -> list[_Submodule]:
-    """A package's submodules and their docstrings, read from their files (importing them could start
-    what the learner never asked for)."""
-    found = []
-    for folder in package.__path__:
-        for path in sorted(Path(folder).iterdir()):
-            stem = path.stem if path.suffix == ".py" else path.name if (path / "__init__.py").is_file() else None
-            if not stem or stem.startswith("_"):
-                continue
-            source = path if path.suffix == ".py" else path / "__init__.py"
-            try:
-                doc = ast.get_docstring(ast.parse(source.read_text())) or ""
-            except (OSError, SyntaxError, UnicodeDecodeError):
-                doc = ""
-            found.append(_Submodule(stem, doc))
-    return found
-
-
-def _member_help(where: str, value) -> list[tuple[str, str]]:
-    found = [(f"{where}?", inspect.getdoc(value) or "")]
-    if callable(value):
-        try:
-            found.append((f"signature of {where}", f"{where.rsplit('.', 1)[-1]}{inspect.signature(value)}"))
-        except (TypeError, ValueError):
-            pass
-    if not callable(value) or not isinstance(value, type):
-        if not callable(value):
-            found.append((f"{where}", _safe_repr(value)))
-        return found
-    for attr, member in vars(value).items():
-        if attr.startswith("_"):
-            continue
-        member = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
-        if callable(member) and _is_labkit(member):
-            found.append((f"{where}.{attr}?", inspect.getdoc(member) or ""))
-            try:
-                found.append((f"signature of {where}.{attr}", f"{attr}{inspect.signature(member)}"))
-            except (TypeError, ValueError):
-                pass
-    return found
-
-
-def _safe_repr(value) -> str:
-    try:
-        return repr(value)[:4000]
-    except Exception as err:  # noqa: BLE001 - a repr that fails shows its error, which is what a learner sees
-        return f"<repr failed: {type(err).__name__}: {err}>"
-
-
 def _with_help(source: Seen, helped: set[str]) -> list[Seen]:
     """What ``?`` and Tab show of each module of the kit that `source` (a code cell) imports from,
     the first time the path imports it."""
@@ -412,19 +309,20 @@ _CLAUSE_END = re.compile(r"[.,;:!?](?=\s|$)")
 
 def normalised(text: str) -> str:
     """`text` as a reader takes it in: markup dropped, sentence punctuation and the underscores of a
-    name made spaces, every run of spaces and line breaks one space. ``padded rows with\n`-1`.``
-    reads "padded rows with -1 ", and ``mask_kernel`` "mask kernel"."""
+    name made spaces, every run of spaces and line breaks one space. ``padded rows with\n`0`.``
+    reads "padded rows with 0 ", and ``mask_kernel`` "mask kernel"."""
     text = _MARKUP.sub("", text)
     text = _CLAUSE_END.sub(" ", text).replace("_", " ")
     return re.sub(r"\s+", " ", text)
 
 
-def answers_in(text: str, exercise, in_task: bool = False) -> list[str]:
+def answers_in(text: str, exercise, in_task: bool = False, in_help: bool = False) -> list[str]:
     """The pieces of `text` that give away (part of) `exercise`'s answer (`in_task`: the narrower
-    patterns an exercise's own task and skeleton are held to), on the text as written and normalised.
+    patterns an exercise's own task and skeleton are held to; `in_help`: those the kit's reference is
+    held to), on the text as written and normalised.
     `exercise`: an exercise's letter, or a case (:class:`labkit.family.record.Case`)."""
     secret = exercise if hasattr(exercise, "patterns") else record.exercise(exercise)
-    patterns = secret.patterns(in_task)
+    patterns = secret.patterns(in_task, in_help=True) if in_help else secret.patterns(in_task)
     flat = normalised(text)
     found = [m.group(0) for pattern in patterns for m in re.finditer(pattern, text, re.IGNORECASE)]
     return found + [m.group(0) for pattern in patterns for m in re.finditer(pattern, flat, re.IGNORECASE)
@@ -488,71 +386,18 @@ def capture_figure_text() -> None:
     shell.events.register("post_run_cell", report)
 
 
-# --- what one `?` shows: docstrings, signatures and reprs of the names a cell made ------------------
-
-_SKIP_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+PACKAGE_HELP = "what ? and Tab show of the kit"
 
 
-def _is_labkit(obj) -> bool:
-    import inspect
-
-    if inspect.ismodule(obj):
-        return obj.__name__.split(".")[0] == "labkit"
-    module = getattr(obj, "__module__", None) if callable(obj) else type(obj).__module__
-    return isinstance(module, str) and module.split(".")[0] == "labkit"
-
-
-def _holds_labkit(obj) -> bool:
-    if isinstance(obj, Mapping):
-        return any(_is_labkit(v) for v in obj.values())
-    return isinstance(obj, (list, tuple)) and any(_is_labkit(v) for v in obj)
-
-
-def inspected(name: str, obj) -> dict:
-    """What ``name?`` and ``name`` at the prompt show: the docstring, the signature, the repr."""
-    import inspect
-
-    seen = {"name": name, "doc": (inspect.getdoc(obj) or "") if _is_labkit(obj) else ""}
-    if callable(obj) and not inspect.ismodule(obj):
-        try:
-            seen["signature"] = f"{name}{inspect.signature(obj)}"
-        except Exception:  # noqa: BLE001 - no signature to show (a builtin, a jitted kernel)
-            pass
-    try:
-        seen["repr"] = repr(obj)[:4000]
-    except Exception as err:  # noqa: BLE001 - a repr that fails shows its error, which is what a learner sees
-        seen["repr"] = f"<repr failed: {type(err).__name__}: {err}>"
-    return seen
-
-
-def namespace_inspection(namespace: Mapping) -> list[dict]:
-    """For every name of `namespace` that is labkit's (a module, function, class or object of the kit,
-    or a table of them): what ``?`` shows of it; for a module, of each public name in it too (what
-    ``module.<Tab>`` offers, then ``?``). Submodules of a module are a second step, not shown."""
-    import inspect
-
-    found = []
-    for name, obj in sorted(namespace.items()):
-        if name.startswith("_") or name in _SKIP_NAMES or not (_is_labkit(obj) or _holds_labkit(obj)):
-            continue
-        found.append(inspected(name, obj))
-        if inspect.ismodule(obj):
-            public = getattr(obj, "__all__", None) or [n for n in dir(obj) if not n.startswith("_")]
-            for attr in public:
-                value = getattr(obj, attr, None)
-                if value is not None and not inspect.ismodule(value) and (_is_labkit(value) or _holds_labkit(value)
-                                                                          or not callable(value)):
-                    found.append(inspected(f"{name}.{attr}", value))
-    return found
-
-
-def inspect_namespace() -> None:
-    """In a running IPython kernel: print one ``labkit-inspect:`` line per name
-    :func:`namespace_inspection` finds in the user's namespace (:func:`seen_in_cell` reads them)."""
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    if shell is None:
-        raise RuntimeError("inspect_namespace() runs inside an IPython kernel")
-    for seen in namespace_inspection(shell.user_ns):
-        print(INSPECT_MARKER + json.dumps(seen), flush=True)
+def find_package_leaks(help: list[tuple[str, str]] | None = None) -> list[Leak]:
+    """Every piece of what ``?`` and Tab show anywhere in the kit (`help`: (where, text) pairs; default
+    :func:`~labkit.workshop.editions.help_text.package_help`, the whole package) that states part of an
+    exercise's answer. All of it is reachable before the first exercise, so each piece is held to
+    every exercise's reference patterns."""
+    leaks = []
+    for where, text in package_help() if help is None else help:
+        seen = Seen(PACKAGE_HELP, -1, "", where, text)
+        for x in record.EXERCISES:
+            leaks += [Leak(x.letter, found, seen) for found in answers_in(text, x, in_help=True)]
+    unique = {(leak.exercise, leak.seen.where): leak for leak in leaks}
+    return list(unique.values())

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from labkit import paths
 from labkit.errors import LabkitInputError
-from labkit.workshop.learner_folder import DOCS_AFTER_THE_EXERCISES, LEARNER_SUFFIX
+from labkit.workshop.learner_folder import DOCS_AFTER_THE_EXERCISES, OLD_LEARNER_SUFFIX
 from labkit.workshop.learner_folder import deliver_docs_after_the_exercises as deliver_docs_after_the_exercises
 from labkit.workshop.learner_folder import is_learner_folder as is_learner_folder
 
@@ -181,19 +181,58 @@ def _used(tree) -> set[str]:
 
 # Docs a student notebook may link to that answer no exercise: in a learner's folder from the start.
 LEARNER_DOCS = ("TRITON_MASKS.md",)
+# A learner's copy is named for the file browser, which sorts by name and cuts long names: a letter
+# for its place on the learner's path (A, B, C, ...: the browser then lists them in the order they are
+# opened, 07's exercises before 03's fix), the notebook's number (the notebooks name one another by
+# it: "notebook 03"), and a short title. A tab of the student edition so never looks like a tab of the
+# instructor's (JupyterLab titles a tab with the file name). A notebook off the path gets Z.
+LEARNER_TITLES = {
+    "00_setup_and_tour.ipynb": "setup",
+    "01_reproduce_the_gibberish.ipynb": "gibberish",
+    "02_see_the_stale_idx_mapping.ipynb": "mapping",
+    "07_exercises.ipynb": "exercises",
+    "03_the_fix.ipynb": "the_fix",
+    "04_timing.ipynb": "timing",
+    "05_sibling_bugs.ipynb": "siblings",
+    "06_audit_and_distribution.ipynb": "audit",
+    "09_the_family.ipynb": "family",
+    "08_appendix_kernel_engineering.ipynb": "appendix",
+}
+OFF_THE_PATH = "Z"
+_LEARNER_FILE = re.compile(r"^([A-Z])_(\d\d)_")
 _DOC_LINK = re.compile(r"\[([^\]]+)\]\(\.\./docs/([A-Za-z0-9_.-]+)\)")
 
 
 def learner_name(notebook: str) -> str:
-    """The file name of a notebook's copy in a learner's folder: ``00_setup_and_tour_student.ipynb``."""
+    """The file name of a notebook's copy in a learner's folder: ``A_00_setup.ipynb``, ``D_07_exercises.ipynb``
+    (its letter: its place on the learner's path, so that the file browser lists the copies in that order)."""
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+
+    name = Path(notebook).name
     stem = Path(notebook).stem
-    return f"{stem}{LEARNER_SUFFIX}.ipynb"
+    number, _, rest = stem.partition("_")
+    if name not in STUDENT_PATH:
+        return f"{OFF_THE_PATH}_{stem}.ipynb"
+    letter = "ABCDEFGHIJKLMNOPQRSTUVWXY"[STUDENT_PATH.index(name)]
+    return f"{letter}_{number}_{LEARNER_TITLES.get(name, rest)}.ipynb"
 
 
 def edition_name(learner_file: str) -> str:
-    """The inverse of :func:`learner_name`: ``00_setup_and_tour.ipynb``."""
+    """The inverse of :func:`learner_name`: ``00_setup_and_tour.ipynb`` for ``A_00_setup.ipynb`` (and for an
+    older kit's ``00_setup_and_tour_student.ipynb``)."""
+    from labkit.workshop.editions.secrecy import STUDENT_PATH
+
     stem = Path(learner_file).stem
-    return f"{stem[:-len(LEARNER_SUFFIX)] if stem.endswith(LEARNER_SUFFIX) else stem}.ipynb"
+    if stem.endswith(OLD_LEARNER_SUFFIX):
+        return f"{stem[:-len(OLD_LEARNER_SUFFIX)]}.ipynb"
+    if stem.startswith(f"{OFF_THE_PATH}_"):
+        return f"{stem[2:]}.ipynb"
+    match = _LEARNER_FILE.match(stem)
+    if match:
+        on_path = [name for name in STUDENT_PATH if learner_name(name) == Path(learner_file).name]
+        if on_path:
+            return on_path[0]
+    return f"{stem}.ipynb"
 
 
 def _learner_links(nb):
@@ -262,6 +301,9 @@ def build_learner_folder(dest: str | Path, src: str | Path | None = None, *, fre
         for name in order:
             target = dest / learner_name(name)
             notebooks.append(target)
+            older = dest / f"{Path(name).stem}{OLD_LEARNER_SUFFIX}.ipynb"
+            if older.is_file() and not target.exists():
+                older.replace(target)  # a folder an older kit built: the learner's copy, under today's name
             if target.exists() and not fresh:
                 kept.append(target)
                 if sources[name].stat().st_mtime > target.stat().st_mtime:

@@ -13,9 +13,9 @@ your pieces in place of the kit's fix -- your copy_idx_mapping writes idx_mappin
 stores q (:class:`~labkit.workshop.harness.learner_sampler.LearnerSampler`), your function builds DFlash's
 sample mapping. "identical" means the response equals the eager run's token for token.
 
-Last, the ownership map of your own launch: notebook 02's timeline (8 requests, then slot 3
-finishes) through your copy_idx_mapping and your kernel, with the write trace of the step that pads 7 rows
-to a graph of 8 (:class:`~labkit.proofs.ownership.OwnershipTable`).
+Last, the ownership map of each drafter's own launch: notebook 02's timeline (8 requests, then slot 3
+finishes) through your copy_idx_mapping and your kernel (and for DFlash, your sample mapping), with the
+write trace of the step that pads 7 rows to a graph of 8 (:class:`~labkit.proofs.ownership.OwnershipTable`).
 
 Where it runs: your Triton kernel in Triton's CPU interpreter (compiled on a GPU); on the CPU the
 kit's own kernels (the reference runs, verification, DFlash's sample positions) use the torch
@@ -49,7 +49,13 @@ from labkit.workshop.harness.learner_specs import LearnerDFlashSpeculator, Learn
 YOUR_FIX = FixSwitches(host=False, kernel=True, dflash=True)
 # Per drafter: the eager run your fix must match, and the kit's run before the fix.
 REFERENCE_MODES = {"autoregressive": ("eager", "graph-buggy"), "dflash": ("dflash-eager", "dflash-buggy")}
+# Each drafter's own launch: the step of notebook 02's timeline that pads 7 live rows to a graph of 8.
 YOUR_LAUNCH = "notebook 02's timeline, step t+1 (live slots [0, 1, 2, 4, 5, 6, 7], 7 rows padded to a graph of 8)"
+LAUNCH_OF = {
+    "autoregressive": (YOUR_LAUNCH, "your (a) and (b)"),
+    "dflash": ("notebook 02's timeline, step t+1, DFlash (7 live requests, k = 2: 14 sample rows padded to 16)",
+               "your (a), (b) and (c)"),
+}
 
 
 @dataclass
@@ -69,9 +75,10 @@ class CapstoneResult:
     solved: bool
     message: str
     rows: list[CapstoneRow] = field(default_factory=list)
-    ownership: object = None  # OwnershipTable of your launch
+    ownership: object = None  # OwnershipTable of your launch (the first drafter's)
     where: str = ""
     launch: object = None  # its LaunchRecord
+    launches: dict = field(default_factory=dict)  # drafter -> the LaunchRecord of its own launch, in run order
 
     def ownership_map(self):
         """The write-ownership map of your launch, as a figure (:mod:`labkit.viz.ownership_plots`); a note
@@ -80,14 +87,18 @@ class CapstoneResult:
 
         if self.launch is None:
             return Text("No launch to map yet: the capstone runs once exercises (a), (b) and (c) are solved.")
-        return ownership_map(self.launch, title=f"Your launch: {YOUR_LAUNCH}, through your (a) and (b)")
+        drafter = next(iter(self.launches), "autoregressive")
+        launch, through = LAUNCH_OF[drafter]
+        return ownership_map(self.launch, title=f"Your launch: {launch}, through {through}")
 
     def __repr__(self) -> str:
         parts = [self.message]
         if self.rows:
             parts += ["", format_rows(self.rows), "", self.where]
-        if self.ownership is not None:
-            parts += ["", f"Your own launch at {YOUR_LAUNCH}, through your (a) and (b):", str(self.ownership)]
+        for drafter, record in self.launches.items():  # each drafter's own launch, once
+            launch, through = LAUNCH_OF[drafter]
+            parts += ["", f"Your own {drafter} launch at {launch}, through {through}:",
+                      str(OwnershipTable.from_record(record))]
         return "\n".join(parts)
 
     __str__ = __repr__
@@ -150,12 +161,15 @@ def run_capstone(namespace: dict | None = None, *, copy_idx_mapping=None, kernel
     with kit_work_on(device):
         work = Workload(prompts, seed, tuple(drafters), progress)
         rows = _engine_rows(copy_idx_mapping, sampler, sample_mapping, work, device)
-        launch = your_launch(copy_idx_mapping, sampler, device)
+        launches = {drafter: your_launch(copy_idx_mapping, sampler, device, drafter=drafter,
+                                         sample_mapping=sample_mapping) for drafter in drafters}
     ok = all(r.identical == r.responses for r in rows if r.run == "your fix")
     yours = [r for r in rows if r.run == "your fix"]
     summary = ", ".join(f"{r.identical} of {r.responses} identical to eager ({r.drafter})" for r in yours)
     message = f"your fix: {summary}.{_docs_now_open()}" if ok else f"Not yet: your fix gave {summary}."
-    return CapstoneResult(ok, message, rows, OwnershipTable.from_record(launch), _where(variant, device), launch)
+    first = launches[drafters[0]]
+    return CapstoneResult(ok, message, rows, OwnershipTable.from_record(first), _where(variant, device), first,
+                          launches)
 
 
 def _docs_now_open() -> str:
@@ -223,15 +237,20 @@ def _engine_rows(copy_idx_mapping, sampler, sample_mapping, work: Workload, devi
     return rows
 
 
-def your_launch(copy_idx_mapping, sampler, device):
+def your_launch(copy_idx_mapping, sampler, device, drafter: str = "autoregressive", sample_mapping=None):
     """The LaunchRecord (with its write trace) of your kernel at the timeline's second step, with your
-    copy_idx_mapping."""
+    copy_idx_mapping; for the DFlash `drafter`, the sample rows your `sample_mapping` built."""
     from labkit.bench.scenario import MECHANICS_SCHEDULE, TIMELINE, propose_inputs
     from labkit.models import load_toy_models
 
-    spec = LearnerSpeculator(load_toy_models(device).draft, dataclasses.replace(TIMELINE, fix=YOUR_FIX),
-                             copy_idx_mapping=copy_idx_mapping,
-                             sampler=sampler, device=device, record=True)
+    draft = load_toy_models(device).draft
+    config = dataclasses.replace(TIMELINE, drafter=drafter, fix=YOUR_FIX)
+    if drafter == "dflash":
+        spec = LearnerDFlashSpeculator(draft, config, sample_mapping=sample_mapping, copy_idx_mapping=copy_idx_mapping,
+                                       sampler=sampler, device=device, record=True)
+    else:
+        spec = LearnerSpeculator(draft, config, copy_idx_mapping=copy_idx_mapping, sampler=sampler, device=device,
+                                 record=True)
     for step, slots in enumerate(MECHANICS_SCHEDULE):
         spec.propose(*propose_inputs(spec, slots, step=step))
     return spec.last_record

@@ -7,7 +7,7 @@ k, sample_idx_mapping)``, which fills the persistent int32 buffer ``sample_idx_m
 but to a store indexed by slot, 0 is request slot 0.
 
 The checker plugs it into the kit's DFlash drafter (with the masked kernel and the kit's own
-idx_mapping fill; the buffer starts as -1, vLLM's later hardening, so only the learner's pad
+host side; the buffer starts as vLLM's later hardening leaves it, so only the learner's pad
 decides) and runs the timeline of :mod:`labkit.workshop.harness.host_steps`, then the audit.
 """
 
@@ -23,7 +23,8 @@ from labkit.workshop.harness import host_steps as hs
 from labkit.workshop.harness.learner_specs import LearnerDFlashSpeculator
 
 NAME = record.exercise("c").versions[0].function
-SOLVED = ("Every sample row the padded graph read held a live slot or no slot at all, so the masked kernel "
+# Private: `?` on a public constant shows its repr, and this verdict names the answer.
+_SOLVED = ("Every sample row the padded graph read held a live slot or no slot at all, so the masked kernel "
           "skipped the padding and no request's q was overwritten: slot 0's q, which the old pad of 0 clobbered, "
           "stayed its own, and every live output equals the eager run's. The padding-invariance audit agreed "
           f"on {len(hs.AUDIT_BATCHES)} batches.")
@@ -55,4 +56,4 @@ def check_dflash(build_sample_mapping) -> CheckResult:
     idx_mapping[r // k]; the rest is padding. Takes the function, or a namespace such as ``globals()``.
     Solved, the result shows the PR's fix beside your code.
     """
-    return hs.check_host_exercise(DFLASH, build_sample_mapping, SOLVED)
+    return hs.check_host_exercise(DFLASH, build_sample_mapping, _SOLVED)

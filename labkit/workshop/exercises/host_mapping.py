@@ -1,9 +1,9 @@
-"""Exercise (a): the host-side fill of the padded rows of ``idx_mapping``.
+"""Exercise (a): the host side, the padded rows of ``idx_mapping``.
 
 The learner writes ``copy_idx_mapping(idx_mapping, slots)``: each step it writes the row -> slot
 mapping into the persistent int32 buffer ``idx_mapping [max_num_reqs]``, in place (the graph
 reads that very tensor). The checker plugs it into the kit's speculator in place of the kit's own
-copy and fill (:class:`~labkit.workshop.harness.learner_specs.LearnerSpeculator`), runs the timeline of
+copy (:class:`~labkit.workshop.harness.learner_specs.LearnerSpeculator`), runs the timeline of
 :mod:`labkit.workshop.harness.host_steps` through padded graphs, then the padding-invariance audit.
 """
 
@@ -20,7 +20,8 @@ from labkit.workshop.harness import host_steps as hs
 from labkit.workshop.harness.learner_specs import LearnerSpeculator
 
 NAME = record.exercise("a").versions[0].function
-SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timeline and a fresh speculator, "
+# Private: `?` on a public constant shows its repr, and this verdict names the answer.
+_SOLVED = (f"Over {len(hs.SCHEDULE) + len(hs.WIDE_SCHEDULE)} steps of the timeline and a fresh speculator, "
           "every row the padded graph read held a live slot or no slot at all, every live row drafted the eager "
           "run's tokens, and every live slot's q is the distribution its draft was sampled from. The "
           f"padding-invariance audit agreed on {len(hs.AUDIT_BATCHES)} batches: with everything the batch does "
@@ -52,4 +53,4 @@ def check_mapping(copy_idx_mapping) -> CheckResult:
     [num_reqs], the slot of each live row. Takes the function, or a namespace such as ``globals()``.
     Solved, the result shows the PR's fix beside your code.
     """
-    return hs.check_host_exercise(FILL, copy_idx_mapping, SOLVED)
+    return hs.check_host_exercise(FILL, copy_idx_mapping, _SOLVED)

@@ -55,7 +55,7 @@ class Exercise:
     letter: str
     title: str  # notebook 07's heading, after "(x) "
     topic: str  # what the exercise is about, in a few words
-    upstream: str  # where its part of the fix lives in vLLM
+    upstream: str = field(repr=False)  # where its part of the fix lives in vLLM (its words name the fix)
     versions: tuple[Version, ...]
     checker: str  # "module:function" of its checker (labkit.workshop.exercises.checks); 07 calls ex.<function>
     minutes: int  # planned in the agendas (labkit.workshop.editions.agenda)
@@ -65,11 +65,19 @@ class Exercise:
     # Narrower regexes for the exercise's own task and skeleton, which may name its tools (a masked load,
     # a cast) but not the answer; None: the same as `answer`.
     answer_in_task: tuple[str, ...] | None = field(default=None, repr=False)
+    # What the kit's reference may not say: what `?` and Tab show anywhere in the package (docstrings,
+    # signatures, reprs), all of it reachable before the first exercise. None: `answer_in_task`.
+    answer_in_help: tuple[str, ...] | None = field(default=None, repr=False)
     agenda_note: str = ""  # said after the letter in the agenda, e.g. that it is a discussion
 
-    def patterns(self, in_task: bool = False) -> tuple[str, ...]:
-        """What gives the answer away: anywhere before the exercise, or (`in_task`) in its own task."""
-        return self.answer_in_task if in_task and self.answer_in_task is not None else self.answer
+    def patterns(self, in_task: bool = False, in_help: bool = False) -> tuple[str, ...]:
+        """What gives the answer away: anywhere before the exercise, (`in_task`) in its own task, or
+        (`in_help`) in what ``?`` shows of the kit's modules."""
+        if in_help and self.answer_in_help is not None:
+            return self.answer_in_help
+        if (in_task or in_help) and self.answer_in_task is not None:
+            return self.answer_in_task
+        return self.answer
 
     @property
     def task_cell(self) -> str:
@@ -116,6 +124,8 @@ EXERCISES: tuple[Exercise, ...] = (
         answer=(r"(?<![\w.\-])-1(?![\w.])", r"\bfill(s|ed|ing)?\b", r"\bsentinel", r"\bno[ -]request\b.{0,20}\bvalue",
                 r"\buint32\b"),
         answer_in_task=(r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])"),
+        answer_in_help=(r"\[\s*num_reqs\s*:\s*\]\s*=\s*-1", r"\.fill_\(\s*-1\s*\)", r"(?<![\w.\-])-1(?![\w.\]])",
+                        r"\b(padded|padding)\b[^.\n]{0,60}\bnegative\b", r"\bnegative\b[^.\n]{0,30}\b(pad|fill)"),
     ),
     Exercise(
         letter="b",
@@ -155,6 +165,8 @@ EXERCISES: tuple[Exercise, ...] = (
                 r"\bskip\w*\s+(the\s+)?(padded|padding|rows?|slots?)\b"),
         answer_in_task=(r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot",
                         r"\bskip\w*\s+(the\s+)?(padded|rows?)\b"),
+        answer_in_help=(r"\bslot\s*[<>]=?\s*0", r"\bis_valid\b", r"mask\s*=[^,)\n]*slot",
+                        r"\bskip\w*\s+(the\s+)?(padded|padding|rows?)\b", r"\bmask\w*\b[^.\n]{0,30}\bskip"),
     ),
     Exercise(
         letter="c",
@@ -162,8 +174,10 @@ EXERCISES: tuple[Exercise, ...] = (
         topic="DFlash's sample mapping",
         upstream="_prepare_dflash_inputs_kernel in vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
         versions=(Version(None, "build_sample_mapping", "c-skeleton", KitCode(
-            "labkit/kernels/dflash_prep.py, prepare_dflash_sample_mapping_torch",
-            (Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", r"pad_value"),)), hints=(
+            "labkit/config.py, dflash_pad (the pad), and labkit/kernels/dflash_prep.py, "
+            "prepare_dflash_sample_mapping_torch (where it goes)",
+            (Piece("labkit.config:dflash_pad", r"-1"),
+             Piece("labkit.kernels.dflash_prep:prepare_dflash_sample_mapping_torch", r"pad_value"))), hints=(
             "0 looks like a harmless index. Harmless for whom? The sampling kernel stores q *by slot*.",
             "The masked kernel skips exactly the sample rows whose slot is negative.",
             "`sample_idx_mapping[num_reqs * k:] = -1`.")),),
@@ -199,6 +213,11 @@ EXERCISES: tuple[Exercise, ...] = (
                 r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64",
                 r"\bint32\b[^.\n]{0,30}\boverflow"),
         answer_in_task=(r"\bint64\b", r"\bwiden", r"64[- ]bit"),
+        # The kit's reference names int64 as a dtype in many places; what it may not say is the fix's
+        # widening of the offset.
+        answer_in_help=(r"\.to\(\s*(tl|torch)\.int64\s*\)", r"\btl\.int64\b", r"\bwiden",
+                        r"\b(cast|promot)\w*\b[^.\n]{0,40}(int64|64[- ]bit)",
+                        r"(int64|64[- ]bit)[^.\n]{0,40}\b(offset|multipl|product)", r"\boffsets? need 64"),
     ),
 )
 

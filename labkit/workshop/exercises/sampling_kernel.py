@@ -1,4 +1,4 @@
-"""Exercise (b): the sampling kernel must skip rows whose slot is -1.
+"""Exercise (b): the sampling kernel and a row that holds no request.
 
 The learner writes either
 
@@ -7,18 +7,21 @@ The learner writes either
   one block for the whole (toy) vocabulary, storing q at ``q_ptr + slot * vocab_size``; or
 * where Triton cannot run (macOS, Windows), a torch function with the same semantics,
   ``gumbel_rows(logits, idx_mapping, temperature, seeds, positions, q, salt) -> tokens``, whose
-  ``temperature``, ``seeds`` and ``q`` index like pointers (index -1 is the memory before them).
+  ``temperature``, ``seeds`` and ``q`` index like pointers (a negative index is the memory before them).
 
 Judged by behaviour only, over three launches (:mod:`labkit.workshop.harness.launches`): no row reads or
 writes outside the buffers, every live slot's q is its row's logits over its temperature, no other
 slot's q changes, and every live row samples the reference token. Padded rows' own results are
-thrown away, so any way of skipping them is right: masked loads with any ``other``, ``tl.where``
-on a safe index, scalar ``if slot >= 0`` guards, or the whole body under one.
+thrown away, so every answer that meets these is right (the ways it can be written: see the
+comment below, or notebook 03 after the exercises).
 
 A verdict of "not solved yet" shows the launch it failed on, drawn
 (:mod:`labkit.workshop.harness.your_launch`); its words, like the figure's, name what went wrong (rows,
 slots, buffers), never the fix, which only the last hint shows.
 """
+# The ways a kernel can skip the padded rows (slot -1), all judged right: masked loads with any
+# ``other``, ``tl.where`` on a safe index, scalar ``if slot >= 0`` guards, or the whole body under one.
+# (A comment, not the docstring: `?` shows the docstring before the exercises.)
 
 from __future__ import annotations
 
@@ -42,12 +45,12 @@ from labkit.workshop.feedback import (
 )
 from labkit.workshop.harness.launches import (
     BLOCK_V,
-    CASE_MAPPINGS,
     TOKEN_UNSET,
     KernelCase,
     LaunchOutcome,
     M,
     V,
+    case_mappings,
     kernel_case,
     kernel_device,
     launch_torch,
@@ -103,7 +106,7 @@ def check_kernel(gumbel_kernel) -> CheckResult:
     device = kernel_device() if variant == "triton" else torch.device("cpu")
     warnings: list[str] = []
     reads_seen = "exact"
-    for index, mapping in enumerate(CASE_MAPPINGS):
+    for index, mapping in enumerate(case_mappings()):
         case = kernel_case(index, device)
         launch = f"Launch {index + 1} (idx_mapping {list(mapping)}):"
         try:
@@ -122,7 +125,9 @@ def check_kernel(gumbel_kernel) -> CheckResult:
         note = (" (Compiled on a GPU, a read shows here only through its effect on a row's token: a load whose "
                 "value is never used cannot be seen. Run this checker with LABKIT_BACKEND=interpreter, or "
                 "under compute-sanitizer, to see every access.)")
-    return solved("b", f"Over {len(CASE_MAPPINGS)} launches every live row sampled the reference token, every "
+    if variant == "triton":
+        warnings += [_strict_triton_warning(mask) for mask in scalar_condition_masks(fn)]
+    return solved("b", f"Over {len(case_mappings())} launches every live row sampled the reference token, every "
                        "live slot's q is its row's logits over its temperature, no other slot's q changed, "
                        f"and no row read or wrote outside the buffers.{note} The mask alone does not help a "
                        "stale slot (it is >= 0): that takes the fill of exercise (a).", warnings)
@@ -151,6 +156,83 @@ def unsigned_compares(fn) -> list[str]:
         if zero and unsigned:
             found.append(ast.unparse(node))
     return found
+
+
+# The newest Triton whose interpreter the kit's kernels are tested under (the Makefile's TRITON_NEXT):
+# stricter about masks than the pinned one (docs/TRITON_MASKS.md, "One condition for the whole block").
+STRICT_TRITON = "3.9"
+
+
+def scalar_condition_masks(fn) -> list[str]:
+    """The masks in `fn`'s source that Triton 3.9's interpreter refuses ("mask has unsupported dtype")
+    where the pinned Triton's interpreter and compiled kernels run them: the mask of a ``tl.store`` or
+    ``tl.load`` of a block (its pointer or mask involves ``tl.arange``) that is a comparison of a
+    value ``tl.load`` gave as a scalar, directly or combined with ``&``, ``|``, ``^`` or
+    ``tl.broadcast_to`` (``in_bounds & (flag != 0)``, by name too). Measured: comparing a block
+    (``(offs * 0 + flag) != 0``), or choosing with ``tl.where(flag != 0, in_bounds, False)``, runs in
+    both (docs/TRITON_MASKS.md, "One condition for the whole block")."""
+    import ast
+    import textwrap
+
+    from labkit.workshop.exercises.kept_code import learner_source
+
+    source = learner_source(fn)
+    try:
+        tree = ast.parse(textwrap.dedent(source)) if source else None
+    except SyntaxError:
+        return []
+    if tree is None:
+        return []
+
+    def names(node) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def calls(node, attr: str) -> list[ast.Call]:
+        return [n for n in ast.walk(node) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == attr]
+
+    assigned = [(t.id, node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)]
+    blocks: set[str] = set()
+    scalars: set[str] = set()
+    conditions: set[str] = set()  # names holding a scalar condition, as the mask would get it
+
+    def scalar_condition(node) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in conditions
+        if isinstance(node, ast.Compare):
+            return bool(names(node) & scalars) and not names(node) & blocks
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            return scalar_condition(node.left) or scalar_condition(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return scalar_condition(node.operand)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "broadcast_to" and node.args:
+            return scalar_condition(node.args[0])
+        return False  # tl.where and every other call make a block of their own
+
+    for _ in range(len(assigned) + 1):  # to a fixed point: names made of names
+        for name, value in assigned:
+            if calls(value, "arange") or calls(value, "full") or names(value) & blocks:
+                blocks.add(name)
+                scalars.discard(name)
+            elif calls(value, "load") or names(value) & scalars:
+                scalars.add(name)
+            if scalar_condition(value):
+                conditions.add(name)
+    found = []
+    for call in calls(tree, "store") + calls(tree, "load"):
+        mask = next((k.value for k in call.keywords if k.arg == "mask"), None)
+        if mask is None or not scalar_condition(mask):
+            continue
+        if names(mask) & blocks or (call.args and names(call.args[0]) & blocks):
+            found.append(ast.unparse(mask))
+    return list(dict.fromkeys(found))
+
+
+def _strict_triton_warning(mask: str) -> str:
+    return (f"your mask `{mask}` combines a block with a condition on a scalar `tl.load` gave. This Triton runs it, "
+            f"but the interpreter of Triton {STRICT_TRITON}, which the kit also supports, stops the launch "
+            "(\"mask has unsupported dtype\"). Make the value a block before comparing it "
+            "(docs/TRITON_MASKS.md, \"One condition for the whole block\").")
 
 
 def _always_true_words(fn, outcome: LaunchOutcome) -> str:

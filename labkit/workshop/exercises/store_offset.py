@@ -37,6 +37,12 @@ SMALL_MAPPING = (2, 0, 3)
 SMALL_STEP = 1
 
 
+def first_overflowing_slot(k: int = BIG_K, vocab: int = BIG_V) -> int:
+    """The first slot whose ``slot * stride_slot`` (stride_slot = k * vocab) no longer fits in int32:
+    what notebook 07's (d) and its checker's verdict say (3534 for k = 4 and V = 151936)."""
+    return (2**31 - 1) // (k * vocab) + 1
+
+
 @never_raises("d")
 @keeps_answer("d")
 def check_offset(q_offset) -> CheckResult:
@@ -113,10 +119,9 @@ def _judge_big(got: list[int]) -> CheckResult:
     results = [(slot, slot * stride_slot + BIG_STEP * stride_step, g) for slot, g in zip(BIG_SLOTS, got, strict=True)]
     wrong = [(slot, want, g) for slot, want, g in results if want != g]
     if not wrong:
-        first_big = next(slot for slot, want, _ in results if want >= 2**31)
-        return solved("d", f"Your offsets are exact up to slot {max(BIG_SLOTS)} with vLLM-sized strides (the offset "
-                           f"of [slot, {BIG_STEP}, 0] passes 2^31 at slot {first_big}), and stores land in the "
-                           "right rows.")
+        return solved("d", f"Your offsets are exact up to slot {max(BIG_SLOTS)} with vLLM-sized strides "
+                           f"(slot * stride_slot passes 2^31 - 1 from slot {first_overflowing_slot()} on), and stores "
+                           "land in the right rows.")
     slot, want, g = wrong[0]
     how = ""
     if all(g == w % 2**32 for _, w, g in wrong) and any(2**31 <= w < 2**32 for _, w, _ in results):

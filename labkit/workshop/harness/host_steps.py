@@ -5,9 +5,9 @@ Each step is judged by what the graph did with the buffer the learner wrote:
 
 * the live outputs: every live row's draft tokens equal those of an eager run (the kit's fixed
   speculator on exactly the live rows, same inputs), and every live slot's q too;
-* the rows the graph reads: live rows map to their slots, padded rows to no slot at all (a
-  negative value, which the masked kernel skips). Rows past the graph's size are not read this
-  step, so they are not judged: a fill that stops at the graph's size is right.
+* the rows the graph reads: live rows map to their slots, padded rows to what exercise (a) asks
+  for (notebook 03 says what, after the exercises). Rows past the graph's size are not read this
+  step, so they are not judged: an answer that stops at the graph's size is right.
 
 The first steps are the timeline of notebook 02 (:data:`labkit.bench.scenario.MECHANICS_SCHEDULE`:
 8 requests, then slot 3 finishes), then the batch shrinks and grows, then a wider speculator pads

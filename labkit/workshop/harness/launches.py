@@ -1,8 +1,8 @@
 """The launches of exercise (b): the learner's sampling kernel (or torch function) on guarded buffers.
 
 Each case is one launch of a toy vocabulary (31 tokens: one block of 32 lanes with one lane
-past the vocabulary) with a row -> slot mapping whose padded rows hold -1. Temperature, seeds and
-q (``draft_logits``) sit inside guarded allocations (:mod:`labkit.proofs.guarded`); the
+past the vocabulary) with a row -> slot mapping whose padded rows hold what the fixed host side
+writes. Temperature, seeds and q (``draft_logits``) sit inside guarded allocations (:mod:`labkit.proofs.guarded`); the
 outcome says what the launch produced and what it touched outside the buffers.
 
 How reads are seen depends on where the learner's code runs:
@@ -44,8 +44,14 @@ V = 31  # the toy vocabulary
 BLOCK_V = 32
 TOKEN_UNSET = -7
 
-# The row -> slot mapping of each launch; slot 0 is live, so a `slot > 0` test shows up.
-CASE_MAPPINGS = ((0, 1, 2, 4, 5, 6, 7, -1), (6, 0, -1, -1), (3, 7, 1, 0))
+# The row -> slot mapping of each launch; slot 0 is live, so a `slot > 0` test shows up. Private, with
+# a function to read it: `?` on a public table would show its padded rows before the exercises.
+_CASE_MAPPINGS = ((0, 1, 2, 4, 5, 6, 7, -1), (6, 0, -1, -1), (3, 7, 1, 0))
+
+
+def case_mappings() -> tuple[tuple[int, ...], ...]:
+    """The row -> slot mapping of each launch, in order (the checker of (b) names each as it runs it)."""
+    return _CASE_MAPPINGS
 
 
 @dataclass
@@ -103,7 +109,7 @@ def kernel_device() -> torch.device:
 
 
 def kernel_case(index: int, device) -> KernelCase:
-    mapping_list = CASE_MAPPINGS[index]
+    mapping_list = _CASE_MAPPINGS[index]
     g = torch.Generator().manual_seed(50 + index)
     rows = len(mapping_list)
     logits = 3 * torch.randn(rows, V, generator=g)
@@ -128,7 +134,7 @@ class LaunchOutcome:
     reads_seen: str = "exact"  # or "by effect" (compiled kernels)
 
     def stored_rows(self) -> list[int]:
-        """The rows of draft_logits the launch changed, its guard rows included (e.g. -1)."""
+        """The rows of draft_logits the launch changed, its guard rows included (negative: before the buffer)."""
         own = [s for s in range(M) if not torch.all(self.q[s] == Q_UNTOUCHED)]
         return sorted(own + self.q_guard_rows_written)
 
@@ -215,4 +221,4 @@ def launch_torch(fn: Callable, case: KernelCase) -> LaunchOutcome:
 
 
 __all__ = ["GUARD_ROWS", "KernelCase", "LaunchOutcome", "kernel_case", "kernel_device", "launch_triton",
-           "launch_torch", "triton_kernels_run", "CASE_MAPPINGS", "M", "V", "BLOCK_V", "TOKEN_UNSET", "Q_UNTOUCHED"]
+           "launch_torch", "triton_kernels_run", "case_mappings", "M", "V", "BLOCK_V", "TOKEN_UNSET", "Q_UNTOUCHED"]

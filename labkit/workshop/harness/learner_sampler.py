@@ -10,7 +10,7 @@ bridges the difference without changing what the kernel does:
 * DFlash-style sampling (``samples_per_req = k``): one launch per draft step j, over the sample
   rows ``j, j + k, ...``;
 * a write trace (``record=True``): the rows run one launch each, in row order (the interpreter's
-  order), each into a scratch q filled with a sentinel; a slot whose row of q changed was
+  order), each into a scratch q that holds a marker value; a slot whose row of q changed was
   stored by that row. On a GPU one launch would race instead; the trace shows the in-order result.
 """
 

@@ -10,7 +10,7 @@ two stores to one slot lands last is a race.
     launch = replay(gumbel_kernel, "triton", kernel_case(0, "cpu"), "gumbel_kernel")
     launch.figure        the ownership map of the launch and its guard hits (matplotlib Figure)
     launch.table         who stored into each slot (:class:`~labkit.proofs.ownership.OwnershipTable`)
-    launch.hits          e.g. ["row 7 (slot -1) read temperature[-1]", ...]
+    launch.hits          e.g. ["row 7 (slot s) read temperature[s]", ...]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from labkit.kernels.gumbel import WriteTrace
 from labkit.proofs.guarded import wild_access_in
 from labkit.proofs.ownership import OwnershipTable
 from labkit.workshop.feedback import Shown
-from labkit.workshop.harness.launches import CASE_MAPPINGS, KernelCase, LaunchOutcome, M, launch_torch, launch_triton
+from labkit.workshop.harness.launches import KernelCase, LaunchOutcome, M, case_mappings, launch_torch, launch_triton
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -109,7 +109,7 @@ def replay(fn: Callable, variant: str, case: KernelCase, name: str) -> YourLaunc
             continue
         stores[row] = out.stored_rows()
         hits += [h for h in _row_hits(row, slot, out) if h not in hits]
-    title = (f"Your {name}, launch {case.index + 1} of {len(CASE_MAPPINGS)}: "
+    title = (f"Your {name}, launch {case.index + 1} of {len(case_mappings())}: "
              f"idx_mapping {list(case.mapping_list)}")
     return YourLaunch(title, _ownership(case, stores), stores, hits)
 
