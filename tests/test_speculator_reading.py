@@ -139,13 +139,13 @@ def test_a_tree_without_speculators_says_so(tmp_path):
     assert reading.fills_padded_rows is None and "no " + SPEC_DECODE in reading.lines()[0]
 
 
-# -- the host fill, run in the kit's scenario (labkit.upstream.host_fill_run) ----------------------------------
+# -- the host fill, run in the kit's scenario (labkit.upstream.host_step_run) ----------------------------------
 # The reading above finds the function that copies the live slots; the run decides what the captured
 # buffer's padded row holds when the graph replays. Each broken shape below has a statement the reading
 # alone took for a fill.
 
 def _host(tmp_path, body: str, caller: str = "") -> dict:
-    from labkit.upstream.host_fill_run import audit_host_fill
+    from labkit.upstream.host_step_run import audit_host_fill
 
     source = "import torch\n\n" + textwrap.dedent(body) + textwrap.dedent(caller or """
         class Drafter2(Drafter):

@@ -13,8 +13,8 @@ track slot ``1 + MAX_ROWS + r``; slot 0 is held by no request of these batches),
 :data:`MAX_ROWS` entries, graphs of :data:`CAPTURE_SIZES` rows, and batches of every size from 1 to
 :data:`MAX_ROWS`, one after the other, every request at a track boundary. The captured work is one
 decode update of each live row's working state, then the track-save, row by row, reading its
-destinations from the end of what it is handed. Padded rows carry working slot -1 and are skipped,
-as SGLang's kernel skips them.
+destinations from the end of what it is handed. Padded rows carry a working slot that SGLang's kernel
+skips (notebook 09 says which, after the exercises).
 
 Forms: ``"buggy"`` hands the reader the whole buffer; ``"fixed"`` hands it ``[:rows]``, the part the
 host refreshed (PR #32555's fix).
@@ -33,7 +33,7 @@ from labkit.proofs.audit_report import AuditReport
 MAX_ROWS = 8  # the track buffer's size: the largest graph's batch
 HIDDEN = 16
 NUM_SLOTS = 1 + 2 * MAX_ROWS
-PADDING_SLOT = -1
+_PADDING_SLOT = -1  # SGLang's pad of the working slots, which its kernel skips
 CAPTURE_SIZES = (2, 4, 8)
 BATCH_SIZES = tuple(range(1, MAX_ROWS + 1))
 FORMS = ("buggy", "fixed")
@@ -66,7 +66,7 @@ class TrackSave:
         self._gen = gen
         self.states = torch.zeros(NUM_SLOTS, HIDDEN, device=self.device)  # the mamba state pool
         self.x = torch.zeros(MAX_ROWS, HIDDEN, device=self.device)  # this step's inputs, by row
-        self.cache_indices = torch.full((MAX_ROWS,), PADDING_SLOT, dtype=torch.int64, device=self.device)
+        self.cache_indices = torch.full((MAX_ROWS,), _PADDING_SLOT, dtype=torch.int64, device=self.device)
         # The static track-destination buffer: allocated once, zeros, refreshed at its front.
         self.track_buf = torch.zeros(MAX_ROWS, dtype=torch.int64, device=self.device)
         self.num_reqs = 0
@@ -87,12 +87,12 @@ class TrackSave:
 
     def copy_inputs(self, rows: int) -> None:
         """The host, before the step on `rows` rows: live rows' inputs and working slots at the front,
-        -1 in the padded rows' working slots, and the track destinations into ``track_buf[:rows]``
+        the skipped pad in the padded rows' working slots, and the track destinations into ``track_buf[:rows]``
         (the padded rows' destinations are zeros, as the caller's buffer holds them there)."""
         n = self.num_reqs
         self.x[:n].copy_(self.fresh)
         self.cache_indices[:n].copy_(torch.tensor([working_slot(r) for r in range(n)], device=self.device))
-        self.cache_indices[n:rows].fill_(PADDING_SLOT)
+        self.cache_indices[n:rows].fill_(_PADDING_SLOT)
         if self.use_graphs:
             self.track_buf[:n].copy_(self.batch_track)
             self.track_buf[n:rows].zero_()

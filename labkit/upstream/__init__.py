@@ -8,7 +8,7 @@ Nothing of vLLM is kept in this repository: every module here reads a vLLM tree 
     kernel_api           how to call each release's gumbel_sample, by what its parameters are
     audit                the scenario (padded rows in a launch) and what the release's kernel does with them
     speculator_reading   the speculator's host side, read with Python's ast: which function copies the live slots
-    host_fill_run        that function run in the kit's scenario; when it runs and other writes, read
+    host_step_run        that function run in the kit's scenario; when it runs and other writes, read
     dflash_reading       DFlash's pad, read with Python's ast: the evidence, the answer where no run
     dflash_run           DFlash's input preparation, run in the kit's scenario with the host writes around it
     interpreter_index    a scalar loop bound under Triton's interpreter before 3.7 (DFlash's preparation needs it)

@@ -193,7 +193,7 @@ class HostProgram:
 
 def host_program(tree: Path) -> HostProgram:
     """Every write of ``self.sample_idx_mapping`` by the classes that call the preparation, read with ast."""
-    from labkit.upstream.host_fill_run import _functions, _statements, writes_of
+    from labkit.upstream.host_step_run import _functions, _statements, writes_of
 
     folder = tree / SPEC_DECODE
     writes, problems = [], []
@@ -251,7 +251,7 @@ def host_program(tree: Path) -> HostProgram:
 
 def _bases(tree: Path, classes: list) -> list:
     """(file, class) of every class the given ones inherit from, through the speculators' files."""
-    from labkit.upstream.host_fill_run import _classes
+    from labkit.upstream.host_step_run import _classes
 
     known = _classes(tree, SPEC_DECODE)
     found, todo, seen = [], [c for c in classes], {c.name for c in classes}

@@ -116,7 +116,7 @@ def load_cpu_record(path: Path = CPU_RECORD) -> dict | None:
 
 # What each word of the matrix means: printed under the table, so a reader need not guess why two
 # rows say different things.
-LEGEND = (
+_LEGEND = (
     ("masks -1", "the kernel, run with a padded row holding -1, touched nothing outside its buffers"),
     ("unmasked", "that run read or wrote slot -1 (outside the buffers)"),
     ("-1", "the run of the host step (or of DFlash's preparation) left -1 in the padded rows at replay"),
@@ -161,7 +161,7 @@ def matrix_table(section: dict | None) -> str:
         shown |= {kernel, host, dflash}
         lines.append(f"{version:<8} {str(entry.get('uploaded') or ''):<10} {entry['verdict']:<15} "
                      f"{kernel:<22} {host:<10} {dflash}")
-    legend = [f"  {word:<10} {meaning}" for word, meaning in LEGEND
+    legend = [f"  {word:<10} {meaning}" for word, meaning in _LEGEND
               if word in shown or (word == "slot N" and any(w.startswith(("slot ", "stale slot ")) for w in shown))]
     return "\n".join(lines + (["", "words:"] + legend if legend else []))
 

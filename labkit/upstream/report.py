@@ -11,7 +11,7 @@ The PR's fix has three parts, and the verdict weighs each, with the file and lin
                (docs/VLLM_MAP.md says how, after the exercises)? A kernel that stores nothing by slot
                cannot have the bug: not applicable.
     host fill  the speculator's host step that writes ``idx_mapping``, run on a padded batch
-               (:mod:`labkit.upstream.host_fill_run`): does the padded row hold what the fix writes
+               (:mod:`labkit.upstream.host_step_run`): does the padded row hold what the fix writes
                when the graph replays, and does the step run before every replay?
     DFlash     the DFlash drafter's input preparation, run in the kit's scenario
                (:mod:`labkit.upstream.dflash_run`; its source read where it cannot run,
@@ -44,7 +44,7 @@ from labkit import backends
 from labkit.errors import LabkitInputError
 from labkit.upstream.audit import KernelVerdict, audit_sampler, kit_sampler, vllm_sampler
 from labkit.upstream.dflash_run import DFlashAudit, audit_dflash, overwrites_a_slot
-from labkit.upstream.host_fill_run import HostFillAudit, audit_host_fill
+from labkit.upstream.host_step_run import HostFillAudit, audit_host_fill
 from labkit.upstream.kernel_api import KernelPlan, NoSlotStore, UnknownKernelApi, plan
 from labkit.upstream.loader import (
     KERNEL_FILE,
@@ -323,7 +323,7 @@ def _short(word: str, why: str, args, tree=None) -> None:
 def run_command(args) -> int:
     """The command: one verdict, its report, its exit status. A refusal (no tree, a release the index lacks) is
     one line on stderr (raised to the command line's handler) and, under --json, JSON on stdout too."""
-    from labkit.upstream.record import trees_folder
+    from labkit.upstream.fetch import trees_folder
 
     try:
         tree = args.vllm

@@ -1,6 +1,6 @@
 """Which function of a vLLM tree's speculator copies the live slots into ``idx_mapping``, and what it writes after.
 
-What this reading finds is the evidence and the function to run: :mod:`labkit.upstream.host_fill_run`
+What this reading finds is the evidence and the function to run: :mod:`labkit.upstream.host_step_run`
 runs it in the kit's scenario, and only that run (or the one form it names) decides the part. The
 shape of a statement says nothing of its bound, its buffer, a later write or its condition under graphs.
 

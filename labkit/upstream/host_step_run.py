@@ -1,24 +1,20 @@
-"""The speculator's host fill of ``idx_mapping``, run in the kit's scenario: what the padded row holds at replay.
+"""The speculator's host step that writes ``idx_mapping``, run in the kit's scenario: what the padded row holds at replay.
 
 A drafter run as a CUDA graph reads its persistent ``idx_mapping`` at the address the graph captured.
-Before each replay the host copies the live slots into its first rows and (after the fix) writes -1
-into the rest. The function that does it (``_copy_request_inputs`` in every release that has one;
-:mod:`labkit.upstream.speculator_reading` finds it) is small and needs none of vLLM: this module
-compiles it from the tree on its own, with the helpers of its class and the names of its module it
-uses (:func:`labkit.upstream.loader.load_partial`), and calls it on two steps of docs/MECHANICS.md's
-timeline (:data:`labkit.bench.scenario.MECHANICS_SCHEDULE`): 8 live requests in slots 0-7, then 7
-(slot 3 finished) in a graph of 8 rows. What the captured buffer's row 7 then holds decides:
-
-    -1            the kernel's mask skips the padded row
-    7             the stale slot of the first step: the padded row stores its q over slot 7's
-    another slot  a constant pad that is a live request's slot
-    live rows     rows 0-6 must hold the live slots; anything else is not the kit's scenario
+Before each replay the host copies the live slots into its first rows. The function that does it
+(``_copy_request_inputs`` in every release that has one; :mod:`labkit.upstream.speculator_reading`
+finds it) is small and needs none of vLLM: this module compiles it from the tree on its own, with the
+helpers of its class and the names of its module it uses (:func:`labkit.upstream.loader.load_partial`),
+and calls it on two steps of docs/MECHANICS.md's timeline (:data:`labkit.bench.scenario.MECHANICS_SCHEDULE`):
+8 live requests in slots 0-7, then 7 (slot 3 finished) in a graph of 8 rows. What the captured buffer's
+row 7 then holds decides the part (the values and what each means: the comment under the imports, and
+docs/VLLM_MAP.md after the exercises).
 
 ``self`` is a stand-in that holds what the scenario gives a drafter that stores q by slot: the
 persistent buffers (``idx_mapping``, ``temperature``, ``seeds``, ``draft_logits``) and its sizes. A
 read of anything else stops the run with the attribute's name: the kit does not guess what a
 condition on it would be under graphs. The buffer read afterwards is the object the graph captured,
-so a fill into a new tensor bound to the same name is no fill.
+so a write into a new tensor bound to the same name is not what the graph reads.
 
 Two things the run alone cannot see are read with ``ast`` and must have a form the kit knows, or
 the part is "could not audit": every call of the function must be an unconditional statement of
@@ -39,6 +35,12 @@ from pathlib import Path
 from labkit.bench.scenario import MECHANICS_SCHEDULE, TIMELINE
 from labkit.errors import LabkitInputError
 from labkit.upstream.loader import load_partial, parse
+
+# What the captured buffer's row 7 holds after the second step, and the part's answer:
+#     -1            the fix's pad: the kernel's mask leaves the padded row out
+#     7             the stale slot of the first step: the padded row stores its q over slot 7's
+#     another slot  a constant pad that is a live request's slot
+#     live rows     rows 0-6 must hold the live slots; anything else is not the kit's scenario
 
 BUFFER = "idx_mapping"
 M = TIMELINE.max_num_reqs
