@@ -1,4 +1,4 @@
-"""The speculator's host step that writes ``idx_mapping``, run in the kit's scenario: what the padded row holds at replay.
+"""The speculator's host step that writes ``idx_mapping``, run in the kit's scenario: what the padded row holds.
 
 A drafter run as a CUDA graph reads its persistent ``idx_mapping`` at the address the graph captured.
 Before each replay the host copies the live slots into its first rows. The function that does it

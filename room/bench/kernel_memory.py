@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import workload
-from labkit import paths
+from labkit import paths, records
 from labkit_room.limits import GPU_SHARE_ENV
 from labkit_room.record import KERNEL_MEMORY
 from labkit_room.room import math_threads_env, torch_build
