@@ -174,7 +174,7 @@ def scalar_condition_masks(fn) -> list[str]:
     import ast
     import textwrap
 
-    from labkit.workshop.exercises.kept_code import learner_source
+    from labkit.workshop.feedback import learner_source
 
     source = learner_source(fn)
     try:
