@@ -402,7 +402,7 @@ class NotebookPage:
         cells.last.locator(".jp-InputArea-prompt, .jp-InputPrompt").first.click()
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("b")
-        self._wait(lambda: self._cells().count() == count + 1, 10, "a new cell")
+        self._wait(lambda: self._cells().count() == count + 1, 10, "a new cell", poll_s=0.1)
         cell = self._cells().nth(count)
         cell.locator(".cm-content").click()
         self.page.keyboard.insert_text(source)
@@ -417,7 +417,7 @@ class NotebookPage:
             prompt = cell.locator(".jp-InputArea-prompt").inner_text().strip()
             return bool(re.search(r"\[\d+\]", prompt)) and self.kernel_state() == "idle"
 
-        self._wait(done, timeout_s, f"the cell {source[:40]!r} to run")
+        self._wait(done, timeout_s, f"the cell {source[:40]!r} to run", poll_s=0.1)
         return "\n".join(t.strip() for t in cell.locator(".jp-OutputArea-output").all_inner_texts())
 
     def overflowing_in_last_output(self) -> list[str]:
@@ -436,9 +436,18 @@ class NotebookPage:
         self.page.keyboard.press("Tab")
         items = self.page.locator(".jp-Completer .jp-Completer-item .jp-Completer-match")
         items.first.wait_for(state="visible", timeout=timeout_s * 1000)
-        names = [t.strip() for t in items.all_inner_texts()]
+        # JupyterLab renders a long list in pieces as it is scrolled: scroll to its end until no new
+        # item appears, so that every name offered is read.
+        names: list[str] = []
+        for _ in range(100):
+            seen = [t.strip() for t in items.all_inner_texts()]
+            if seen == names:
+                break
+            names = seen
+            self.page.locator(".jp-Completer-list").first.evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
+            self.page.wait_for_timeout(200)
         self.page.keyboard.press("Escape")
-        return names
+        return list(dict.fromkeys(names))
 
     # -- widgets --------------------------------------------------------------------------
 
