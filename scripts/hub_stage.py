@@ -30,8 +30,11 @@ NOTHING_COLLECTED = 5  # pytest's exit status when every test module skipped its
 def hidden_folder() -> str | None:
     """The shared folder this checkout lies under, where a room would give servers their own copy of
     it (root, mounts allowed); None where the checkout can be served from where it is."""
-    sys.path.insert(0, str(ROOT))
-    from labkit.classroom import sandbox
+    sys.path.insert(0, str(ROOT / "room"))
+    try:
+        from labkit_room import sandbox
+    except ImportError:  # the room is not installed here: tests/test_hub.py says so itself
+        return None
 
     hidden = sandbox.hidden_by_private_folders(ROOT)
     if not hidden or os.geteuid() != 0 or sandbox.can_mount():

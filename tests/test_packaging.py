@@ -169,9 +169,9 @@ def test_scripts_holds_only_makes_own_helpers():
     # Every other command is `python -m labkit COMMAND` (tests/test_cli.py checks that --help lists them).
     scripts = sorted(name.removeprefix("scripts/") for name in checkout_files(untracked=True)
                      if name.startswith("scripts/"))
-    assert scripts == ["README.md", "check_make_vars.py", "timed"]
+    assert scripts == ["README.md", "check_make_vars.py", "hub_stage.py", "timed"]
     makefile_scripts = set(re.findall(r"scripts/[\w.-]+", MAKEFILE + CI_RUN))
-    assert makefile_scripts == {"scripts/timed", "scripts/check_make_vars.py"}, makefile_scripts
+    assert makefile_scripts == {"scripts/timed", "scripts/check_make_vars.py", "scripts/hub_stage.py"}, makefile_scripts
 
 
 
@@ -195,7 +195,7 @@ def test_make_test_runs_the_linter_first_and_every_stage():
                       "test-hub-end"]
     # The hub's test runs in its own stage, not twice.
     assert "--ignore=tests/test_hub.py" in _make_dry_run("test-unit")
-    assert "tests/test_hub.py" in _make_dry_run("test-hub")
+    assert "scripts/hub_stage.py" in _make_dry_run("test-hub")
     # The same stage either way: in the background within make test, in the foreground alone.
     triton = "triton-" + re.search(r"^TRITON_NEXT := (\S+)", MAKEFILE, re.M).group(1)
     for stage, target in (("room", "test-room"), ("hub", "test-hub"), (triton, "test-triton-next")):
