@@ -215,7 +215,7 @@ def render_matrix() -> str:
     if gpu:
         p = gpu["provenance"] or {}
         parts.append(f"Compiled ({p.get('device')}, torch {p.get('torch')}, Triton {p.get('triton')}, "
-                     f"{str(p.get('date'))[:10]}), the first affected, the first fixed and the newest release:"
+                     f"{str(p.get('date'))[:10]}), the {len(gpu.get('releases', {}))} releases whose files it was given:"
                      "\n\n```\n" + matrix_table(gpu) + "\n```")
     else:
         parts.append("Compiled on a GPU: not recorded yet (docs/MAINTAINING.md says how).")
