@@ -66,6 +66,19 @@ def _letters(exercises) -> str:
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
 
 
+def render_exercise_table() -> str:
+    """Notebook 07's opening table: each exercise, what the learner writes and what its checker runs it
+    through, from the exercises' record, then the capstone, which runs the parts of the PR's fix (the
+    exercises notebook 03 compares) in the engine."""
+    from labkit.workshop.exercises.record import EXERCISES
+
+    lines = ["| | what you write | what the checker runs it through |", "| --- | --- | --- |"]
+    lines += [f"| ({x.letter}) | {x.you_write or x.topic} | {x.checked_on or 'its checker'} |" for x in EXERCISES]
+    lines.append("| capstone | nothing new: your " + _letters([x for x in EXERCISES if x.compare_notebook == "03"])
+                 + " inside the toy engine | notebook 01's bench, both drafters |")
+    return "\n".join(lines)
+
+
 def render_exercise_versions() -> str:
     """docs/INSTRUCTOR_GUIDE.md, a room of Macs: which exercises are plain Python and which are done in
     their torch versions, from the exercises' record."""

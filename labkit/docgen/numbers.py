@@ -18,6 +18,7 @@ between ``<!-- KIND:NAME -->`` markers, and ``tests/test_taught_numbers.py`` kee
     gpu:early-exit      notebook 04: early exit in row order against this record
     const:gpu-default   notebook 08: the compiled kernel's default launch
     const:block-map     docs/VLLM_MAP.md: the block on each backend, the grid's row cap
+    const:exercise-table     notebook 07: each exercise, what the learner writes, what its checker runs it through
     const:exercise-versions  docs/INSTRUCTOR_GUIDE.md: which exercises are plain Python, which have a torch version
 
 The case book's blocks (``cpu:family-N``, ``gpu:family``, ``const:family-...``) are
@@ -40,6 +41,7 @@ from labkit.docgen.code_blocks import (
     ablation_run,
     render_ablations,
     render_block_map,
+    render_exercise_table,
     render_exercise_versions,
     render_gpu_default,
 )
@@ -77,7 +79,8 @@ def renderers(gpu: dict | None = None, cpu: dict | None = None) -> dict[str, Cal
             "run:ablations": lambda: wrap(render_ablations(ablation_run())),
             "const:gpu-default": lambda: wrap(render_gpu_default()),
             "const:block-map": lambda: wrap(render_block_map()),
-            "const:exercise-versions": lambda: wrap(render_exercise_versions())}
+            "const:exercise-versions": lambda: wrap(render_exercise_versions()),
+            "const:exercise-table": render_exercise_table}
 
 
 def all_renderers() -> dict[str, Callable[[], str]]:

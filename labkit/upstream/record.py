@@ -214,8 +214,9 @@ def render_matrix() -> str:
     gpu = gpu_section()
     if gpu:
         p = gpu["provenance"] or {}
+        given = len(gpu.get("releases", {}))
         parts.append(f"Compiled ({p.get('device')}, torch {p.get('torch')}, Triton {p.get('triton')}, "
-                     f"{str(p.get('date'))[:10]}), the {len(gpu.get('releases', {}))} releases whose files it was given:"
+                     f"{str(p.get('date'))[:10]}), the {given} releases whose files it was given:"
                      "\n\n```\n" + matrix_table(gpu) + "\n```")
     else:
         parts.append("Compiled on a GPU: not recorded yet (docs/MAINTAINING.md says how).")

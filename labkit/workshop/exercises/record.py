@@ -69,6 +69,10 @@ class Exercise:
     # signatures, reprs), all of it reachable before the first exercise. None: `answer_in_task`.
     answer_in_help: tuple[str, ...] | None = field(default=None, repr=False)
     agenda_note: str = ""  # said after the letter in the agenda, e.g. that it is a discussion
+    # Notebook 07's opening table (rendered from here): what the learner writes, and what the checker runs
+    # it through. Empty: the topic, and "its checker".
+    you_write: str = ""
+    checked_on: str = ""
 
     def patterns(self, in_task: bool = False, in_help: bool = False) -> tuple[str, ...]:
         """What gives the answer away: anywhere before the exercise, (`in_task`) in its own task, or
@@ -108,6 +112,8 @@ _WORKSHOP = "labkit.workshop.exercises"
 EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         letter="a",
+        you_write='the host-side copy of the batch into `idx_mapping`',
+        checked_on="the kit's `Speculator`, on notebook 02's timeline (8 requests, then slot 3 finishes, ...)",
         title="The host side: the padded rows of the mapping",
         topic="the host side: idx_mapping's padded rows",
         upstream="DraftModelSpeculator._copy_request_inputs in vllm/v1/worker/gpu/spec_decode/speculator.py",
@@ -129,6 +135,8 @@ EXERCISES: tuple[Exercise, ...] = (
     ),
     Exercise(
         letter="b",
+        you_write='a small Gumbel sampling kernel that must cope with padded rows',
+        checked_on='the torch reference, with guard memory around every buffer',
         title="The kernel: a row that holds no request",
         topic="the sampling kernel's loads and store",
         upstream="gumbel_block_argmax in vllm/v1/worker/gpu/sample/gumbel.py",
@@ -170,6 +178,8 @@ EXERCISES: tuple[Exercise, ...] = (
     ),
     Exercise(
         letter="c",
+        you_write="DFlash's per-sample mapping, and its pad value",
+        checked_on="the kit's `DFlashSpeculator`, on the same timeline",
         title="DFlash: what to pad the sample mapping with",
         topic="DFlash's sample mapping",
         upstream="_prepare_dflash_inputs_kernel in vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
@@ -190,6 +200,8 @@ EXERCISES: tuple[Exercise, ...] = (
     ),
     Exercise(
         letter="d",
+        you_write='the offset `slot * stride` of a store, without overflow (vLLM #47383)',
+        checked_on='a kernel with vLLM-sized strides',
         title="Harder: an offset that overflows (vLLM #47383)",
         topic="the offset of the store into q",
         upstream="vLLM #47383, the slot-indexed draft-logits offset slot * k * vocab in int32 (the kit's "

@@ -2,7 +2,7 @@
 
     ex.check_mapping(globals())   solved: the verdict shows the PR's fix beside your copy_idx_mapping
     ex.reveal("a")             the PR's fix for (a) beside your last checked code, solved or not
-    ex.reveal()                all four exercises
+    ex.reveal()                every exercise
     ex.compare("a")            the same call, for notebook 03 (the student opens it after 07)
 
 Every check keeps the source of the function it judged (:mod:`labkit.workshop.exercises.kept_code`:
