@@ -75,12 +75,31 @@ def _proxy_kind(line: str) -> str:
     return name + (" (Node)" if "(Node" in line else " (Python port)" if "Python port" in line else "")
 
 
+def _row_provenance(record: dict, row: dict) -> dict:
+    """Where and when a row was measured: its own stamp (rows merged from several runs keep theirs), else
+    the record's."""
+    return row.get("provenance") or record["provenance"]
+
+
+def _measured(record: dict) -> str:
+    """"2026-12-04 on MACHINE (...), commit C", once per run the rows come from (a merged record names each)."""
+    runs: dict[tuple, list[str]] = {}
+    for row in record["rooms"]:
+        prov = _row_provenance(record, row)
+        size = f"{row['learners']}{' ' + _start(row) if _start(row) else ''}"
+        runs.setdefault((prov["date"], prov["machine"], prov["shared_cpu"], prov["commit"]), []).append(size)
+    said = [f"{date} on {machine} ({shared or 'nothing else running'}), commit {commit}"
+            for date, machine, shared, commit in runs]
+    if len(said) == 1:
+        return said[0]
+    return "; ".join(f"N = {', '.join(sizes)}: {line}" for line, sizes in zip(said, runs.values()))
+
+
 def _provenance(record: dict) -> str:
     prov = record["provenance"]
     loads = ", ".join(f"{row['learners']}: {row['load_average']['before'][0]:.1f}" for row in record["rooms"])
     proxies = sorted({_proxy_kind(row.get("proxy", "")) for row in record["rooms"]})
-    return (f"Measured {prov['date']} on {prov['machine']} ({prov['shared_cpu'] or 'nothing else running'}; "
-            f"load average when the learners started, per room size: {loads}), commit {prov['commit']}, "
+    return (f"Measured {_measured(record)} (load average when the learners started, per room size: {loads}), "
             f"JupyterHub {prov['jupyterhub']}, proxy {', '.join(proxies)}, backend "
             f"{', '.join(sorted({b for row in record['rooms'] for b in row['backend']}))} for the repro: "
             f"`{prov['command']}`.")
@@ -104,11 +123,12 @@ def render_cpu() -> str:
 def render_gpu() -> str:
     record = load("gpu")
     if record is None:
-        return ("Not measured on the H200 yet: `room/bench/gpu_box.sh` says what to carry to the box and runs "
+        return ("Not measured on a GPU box yet: `room/bench/gpu_box.sh` says what to carry to the box and runs "
                 "N = 1, 10 and 30 there; `python -m labkit docs --write` then renders the figures here.")
     rows = [r for r in record["rooms"] if not r["errors"]]
     best = max(rows, key=lambda r: r["learners"]) if rows else None
-    lead = (f"One H200 holds {best['learners']} learners with time to first output under "
+    card = _row_provenance(record, best)["machine"].rpartition(", ")[2] if best else ""
+    lead = (f"One {card} holds {best['learners']} learners with time to first output under "
             f"{best['first_output_s']['worst']:.0f} s (the worst learner's)" if best else "No room size ran cleanly")
     prov = record["provenance"]
     notes = "".join(f" {prov[k][0].upper()}{prov[k][1:]}." for k in ("gpu_memory_note", "server_note", "commit_note")
@@ -119,7 +139,7 @@ def render_gpu() -> str:
 def render_neighbour(kind: str) -> str:
     """A learner's notebook 00 beside a hostile learner, in words, from the record of `kind` ('cpu', 'gpu')."""
     record = load(f"neighbour-{kind}")
-    where = "this repository's CPU machine" if kind == "cpu" else "the H200 box"
+    where = "this repository's CPU machine" if kind == "cpu" else "the GPU box"
     if record is None:
         how = ("`room/bench/gpu_box.sh neighbour` runs it there" if kind == "gpu"
                else "`sudo .venv/bin/python -m labkit hub bench --neighbour --record`")
