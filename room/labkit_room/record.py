@@ -92,7 +92,7 @@ def _measured(record: dict) -> str:
             for date, machine, shared, commit in runs]
     if len(said) == 1:
         return said[0]
-    return "; ".join(f"N = {', '.join(sizes)}: {line}" for line, sizes in zip(said, runs.values()))
+    return "; ".join(f"N = {', '.join(sizes)}: {line}" for line, sizes in zip(said, runs.values(), strict=True))
 
 
 def _provenance(record: dict) -> str:
