@@ -43,6 +43,15 @@ def test_the_launcher_refuses_where_a_thread_already_runs_and_says_so_with_the_l
     assert probe.returncode == 1 and "threads already run" in probe.stderr
 
 
+def _kit_and_room() -> str:
+    """A path on which the kernel's command finds labkit_room and labkit where this test finds them (an
+    installation, or a copy of the checkout on PYTHONPATH, as on a GPU box)."""
+    import labkit
+
+    here = [str(Path(module.__file__).resolve().parents[1]) for module in (kernel, labkit)]
+    return os.pathsep.join(here + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
 def test_the_launcher_gives_the_kernel_its_own_namespaces_where_the_box_allows():
     allowed = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), "--probe"], capture_output=True, text=True,
                              timeout=60)
@@ -52,8 +61,8 @@ def test_the_launcher_gives_the_kernel_its_own_namespaces_where_the_box_allows()
             "from labkit_room import kernel\n"
             "print(json.dumps([kernel.namespace_refusal(), sorted(n for _, n in socket.if_nameindex())]))")
     done = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), "--", sys.executable, "-c", code],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(
-                              Path(kernel.__file__).resolve().parents[2])})
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": _kit_and_room()})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == ["", ["lo"]]
     # The same check in a process on the box's namespaces: refused.
