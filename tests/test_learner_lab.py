@@ -42,6 +42,7 @@ def started(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "jupyterlab"))
     commands = []
     monkeypatch.setattr(lab.os, "execve", lambda path, cmd, env: commands.append(cmd))
+    monkeypatch.setattr(lab.os, "fork", lambda: 1)  # the parent's side alone: no watcher polls a lab never started
     monkeypatch.setattr(lab.os, "chdir", lambda path: None)
     return commands
 
@@ -59,7 +60,9 @@ def test_make_lab_opens_the_student_edition_in_the_learners_folder_trusted(start
     assert root == tmp_path / "student" and cmd[-1] == "A_00_setup.ipynb"
     assert (root / cmd[-1]).is_file() and not (root / "conftest.py").exists()
     out = capsys.readouterr().out
-    assert "student edition" in out and "make lab EDITION=instructor" in out
+    assert "student edition" in out and "its address follows once it answers" in out
+    # The address, once the server answers (the watcher prints it), says how to switch edition.
+    assert "make lab EDITION=instructor" in lab._banner("http://127.0.0.1:1/lab", "student", "127.0.0.1", 1)
     notary = NotebookNotary(db_file=_flag(cmd, "NotebookNotary.db_file"),
                             secret_file=_flag(cmd, "NotebookNotary.secret_file"))
     shipped = sorted(root.glob("*.ipynb"))

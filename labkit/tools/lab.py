@@ -265,6 +265,7 @@ def run(args) -> int:
                 os._exit(0)
         os.chdir(root)
         os.execve(cmd[0], cmd, lab_env(token))
+        return 0  # not reached: this process is JupyterLab now
     # No fork (Windows): JupyterLab as a child, watched from here.
     import subprocess
 
