@@ -354,13 +354,18 @@ def test_make_lab_writes_the_overrides_and_starts_the_server_without_news_or_upd
     started = []
     monkeypatch.setattr(lab.os, "execve", lambda path, cmd, env: started.append((cmd, env)))
     monkeypatch.setattr(lab.os, "chdir", lambda path: None)
+    monkeypatch.setattr(lab.os, "fork", lambda: 1)  # the parent's side: no watcher polls a lab never started
+    banners = []  # what the watcher prints once the server answers
+    real_banner = lab._banner
+    monkeypatch.setattr(lab, "_banner", lambda *args: banners.append(real_banner(*args)) or banners[-1])
     monkeypatch.setattr(lab, "LAB_STATE", tmp_path / "lab-state")  # the lab's signature database
     main(["lab", "--edition", "instructor", "--port", "8123"])  # the student edition: tests/test_learner_lab.py
     ((cmd, env),) = started
-    printed = capsys.readouterr().out
-    assert "Open the lab at" in printed
+    assert "its address follows once it answers" in capsys.readouterr().out
+    (banner,) = banners
+    assert "Open the lab at" in banner
     # The token the address carries reaches the server in its environment, and is on no command line.
-    assert f"?token={env[lab.TOKEN_ENV]}" in printed and not any(env[lab.TOKEN_ENV] in word for word in cmd)
+    assert f"?token={env[lab.TOKEN_ENV]}" in banner and not any(env[lab.TOKEN_ENV] in word for word in cmd)
     assert json.loads((tmp_path / "settings" / "overrides.json").read_text()) == lab.LAB_OVERRIDES
     assert all(flag in cmd for flag in lab.NO_NEWS_FLAGS) and cmd[-1] == lab.FIRST_NOTEBOOK
     # The flags mean what they say to this JupyterLab: no feed URL at all, a checker that never asks.
