@@ -90,16 +90,22 @@ def _module_name(rel: str) -> str:
     return ".".join(Path(rel).with_suffix("").parts)
 
 
+def _parsed_files(tree: Path, folder: str):
+    """(path relative to the tree, its parsed module) for each readable Python file under `folder`; an
+    unreadable one is named by the reading (:mod:`labkit.upstream.speculator_reading`), which makes the
+    part "could not audit"."""
+    base = tree / folder
+    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
+        try:
+            yield path.relative_to(tree).as_posix(), parse(path)
+        except LabkitInputError:
+            continue
+
+
 def _classes(tree: Path, folder: str) -> dict[str, tuple[str, ast.ClassDef]]:
     """Every class of the speculators' files, by name: (file, its definition)."""
     found = {}
-    base = tree / folder
-    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
-        rel = path.relative_to(tree).as_posix()
-        try:
-            module = parse(path)
-        except LabkitInputError:
-            continue
+    for rel, module in _parsed_files(tree, folder):
         for node in module.body:
             if isinstance(node, ast.ClassDef):
                 found.setdefault(node.name, (rel, node))
@@ -349,13 +355,7 @@ def place(tree: Path, folder: str, copy_functions: set[str], helpers: set[str], 
     ``self.<attr>`` outside them and their helpers."""
     names = {q.rsplit(".", 1)[-1] for q in copy_functions}
     out = Placement()
-    base = tree / folder
-    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
-        rel = path.relative_to(tree).as_posix()
-        try:
-            module = parse(path)
-        except LabkitInputError:
-            continue
+    for rel, module in _parsed_files(tree, folder):
         for fn, qual in _functions(module):
             for stmt, depth in _statements(fn):
                 for call in _calls_in(stmt):
