@@ -410,6 +410,28 @@ def test_a_background_stage_ends_when_the_make_beside_it_exits(tmp_path):
     assert leftover.strip() == ""
 
 
+# -- the hub stage where its test cannot run ---------------------------------------------------------
+
+def test_the_hub_stage_as_a_user_other_than_root_says_why_in_one_line_and_passes(tmp_path):
+    """`make test` as anyone but root: the room's test skips itself (it makes system users), pytest
+    then collects nothing and exits 5; the stage says why in one line and passes. Whoever runs this,
+    the stage and the pytest it starts see a user id of 1000 (a sitecustomize on PYTHONPATH)."""
+    fake = tmp_path / "not-root"
+    fake.mkdir()
+    (fake / "sitecustomize.py").write_text("import os\nos.geteuid = os.getuid = lambda: 1000\n")
+    (line,) = [x for x in _make_dry_run("test-hub").splitlines() if "scripts/timed hub " in x]
+    line = re.sub(r"(?<!\S)\S*/bin/python(?!\S)", sys.executable, line)  # the Python these tests run in
+    log = tmp_path / "times.txt"
+    env = dict(os.environ, LABKIT_STAGE_TIMES=str(log),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(fake), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run(["sh", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    why = [x for x in out.splitlines() if x.startswith("== stage hub: not run here:")]
+    assert len(why) == 1 and "needs root" in why[0], out
+    assert log.read_text().split()[::2] == ["hub", "passed"], out
+
+
 # -- python -m labkit lab: make lab as root and not ---------------------------------------------------
 
 @pytest.mark.parametrize("as_root", [False, True])
