@@ -137,23 +137,45 @@ def test_uv_gets_the_folders_of_wheels_pips_configuration_names_and_weighs_every
     assert setup.uv_source_args(offline) == offline + ["--index-strategy", "unsafe-best-match"]
 
 
+def test_uv_trusts_the_certificate_bundle_pips_configuration_names(tmp_path, monkeypatch):
+    """A network whose TLS a local authority signs: pip is told of its bundle (cert, PIP_CERT), uv reads
+    no pip configuration and trusts that bundle only through SSL_CERT_FILE."""
+    bundle, own = tmp_path / "local-authority.pem", tmp_path / "own.pem"
+    bundle.write_text("")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # this machine's pip configuration files out of it
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.setenv("PIP_CERT", str(bundle))
+    assert ("cert", str(bundle)) in setup.pip_config()
+    assert setup.uv_env()["SSL_CERT_FILE"] == str(bundle)
+    monkeypatch.setenv("SSL_CERT_FILE", str(own))  # the caller's own choice stands
+    assert setup.uv_env()["SSL_CERT_FILE"] == str(own)
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.setenv("PIP_CERT", str(tmp_path / "not-there.pem"))  # no such bundle: uv's own roots
+    assert "SSL_CERT_FILE" not in setup.uv_env()
+
+
 @pytest.mark.parametrize("uv_exit, installer, expected", [
     (0, "auto", ["uv"]),                    # uv installs: pip never runs
     (1, "auto", ["uv", "pip", "pip"]),      # uv fails: pip upgrades itself and installs the same pins
     (None, "auto", ["pip", "pip"]),         # no uv to be had: pip
     (0, "pip", ["pip", "pip"]),             # INSTALLER=pip: uv is not even fetched
 ])
-def test_the_set_up_installs_with_uv_and_falls_back_to_pip(monkeypatch, uv_exit, installer, expected):
+def test_the_set_up_installs_with_uv_and_falls_back_to_pip(monkeypatch, tmp_path, uv_exit, installer, expected):
     ran, fetched = [], []
+    bundle = tmp_path / "local-authority.pem"
+    bundle.write_text("")
 
     def run(cmd, **kwargs):
         if "compileall" not in cmd:
             ran.append(("uv" if cmd[0] == "/venv/bin/uv" else "pip", cmd))
+        if cmd[0] == "/venv/bin/uv":  # uv trusts the bundle pip is configured with
+            assert kwargs["env"]["SSL_CERT_FILE"] == str(bundle)
         code = uv_exit if cmd[0] == "/venv/bin/uv" else 0
         return subprocess.CompletedProcess(cmd, code, "", "")
 
     monkeypatch.setattr(setup, "pip_source_args", lambda torch, wheelhouse: ["--extra-index-url", "X"])
-    monkeypatch.setattr(setup, "pip_config_find_links", lambda: [])
+    monkeypatch.setattr(setup, "pip_config", lambda: [("cert", str(bundle))])
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.setattr(setup, "_get_uv", lambda source, log: fetched.append(source) or (
         None if uv_exit is None else "/venv/bin/uv"))
     monkeypatch.setattr(setup.subprocess, "run", run)

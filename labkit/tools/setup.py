@@ -180,19 +180,42 @@ def installer_problem(installer: str) -> str | None:
             "(pip alone)")
 
 
-def pip_config_find_links() -> list[str]:
-    """The folders of wheels pip's own configuration names (find-links), which uv does not read."""
+def pip_config() -> list[tuple[str, str]]:
+    """pip's own configuration as `pip config list` gives it, PIP_* variables first (they win over the
+    files): (option, value) pairs, the option without its section ("find-links", "cert")."""
     try:
         done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
                               timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    found: list[str] = []
+    found = []
     for line in done.stdout.splitlines():
         key, _, value = line.partition("=")
-        if key.strip().endswith(".find-links"):
-            found += [item for item in value.strip().strip("'\"").split() if item not in found and Path(item).is_dir()]
+        section, _, option = key.strip().rpartition(".")
+        found.append((section != ":env:", option, value.strip().strip("'\"")))
+    return [(option, value) for _, option, value in sorted(found, key=lambda item: item[0])]
+
+
+def pip_config_find_links() -> list[str]:
+    """The folders of wheels pip's own configuration names (find-links), which uv does not read."""
+    found: list[str] = []
+    for option, value in pip_config():
+        if option == "find-links":
+            found += [item for item in value.split() if item not in found and Path(item).is_dir()]
     return found
+
+
+def uv_env() -> dict[str, str]:
+    """The environment uv installs in: this one, and where pip is configured with a certificate bundle
+    of its own (cert, PIP_CERT: a network whose TLS a local authority signs) and SSL_CERT_FILE is not
+    set, that bundle as SSL_CERT_FILE. uv reads no pip configuration: without it uv trusts its own
+    roots alone, fails on every request there, and pip installs instead after all."""
+    env = dict(os.environ)
+    if not env.get("SSL_CERT_FILE"):
+        cert = next((value for option, value in pip_config() if option == "cert" and Path(value).is_file()), None)
+        if cert:
+            env["SSL_CERT_FILE"] = cert
+    return env
 
 
 def uv_source_args(source: list[str]) -> list[str]:
@@ -272,7 +295,7 @@ def install(extras: str, torch: str = "cpu", wheelhouse: str | None = None, inst
         log("   installing with uv")
         # pip too, at its newest, as the pip path upgrades it: `make wheelhouse` and the tests use it.
         code = subprocess.run([uv, "pip", "install", "--python", sys.executable, *uv_source_args(source), "pip",
-                               *target], cwd=paths.REPO).returncode
+                               *target], cwd=paths.REPO, env=uv_env()).returncode
         if code != 0:
             log("   uv could not install the pins (above): pip installs them instead")
     if code != 0:
