@@ -81,7 +81,9 @@ def _current_env_kernel(folder: Path):
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "labkit (this interpreter)", "language": "python"}))
-    return KernelManager(kernel_name="labkit-current",
+    # Its connection file in the test's folder too: jupyter_client's default, a file in the system's temporary
+    # folder, outlived the test.
+    return KernelManager(kernel_name="labkit-current", connection_file=str(folder / "connection.json"),
                          kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(folder / "kernels")]))
 
 
