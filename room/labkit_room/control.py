@@ -317,6 +317,9 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             "learner_python": python, "hub_python": sys.executable, "limits": limits.to_json(),
             "lab": runtime.has_lab(), "hierarchy": hierarchy.to_json(), "private_folders": not mount_refusal,
             "log_dir": str(state_dir / "logs"),
+            # The instructor's view (labkit_room.view): its port, and the socket the learners' kernels
+            # report to (in the runtime folder, which their kernels can reach).
+            "view_port": _free_port(), "view_socket": str(RUNTIME_DIR / "room-view" / "report.sock"),
             "warmer_token": secrets.token_hex(32) if warm else None, "session_start": session_start or 0,
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
