@@ -20,6 +20,7 @@ import threading
 import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -62,18 +63,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def service(tmp_path):
+def start_service(tmp_path, learners: list[str], seed: dict | None = None, saved: tuple = (ME,)):
+    """The view as the hub starts it, for `learners`, its board `seed`ed (the store a restart reads);
+    a generator: yields what the tests reach it by, then stops it and the stand-in hub."""
     hub = ThreadingHTTPServer(("127.0.0.1", 0), FakeHubAPI)
     threading.Thread(target=hub.serve_forever, daemon=True).start()
     port = _free_port()
     work = tmp_path / "hub-work"
-    (work / "a1b2c3" / ME / "my_answers").mkdir(parents=True)
-    (work / "a1b2c3" / ME / "07_exercises.ipynb").write_text('{"cells": []}')
-    (work / "a1b2c3" / ME / "my_answers" / "a.py").write_text("def f(): pass\n")
-    config = {"learners": [ME, OTHER], "exercises": view.exercises(), "verdicts": list(room_report.VERDICTS),
+    for name in saved:  # what an earlier room's close kept of these learners
+        (work / "a1b2c3" / name / "my_answers").mkdir(parents=True, exist_ok=True)
+        (work / "a1b2c3" / name / "07_exercises.ipynb").write_text('{"cells": []}')
+        (work / "a1b2c3" / name / "my_answers" / "a.py").write_text("def f(): pass\n")
+    config = {"learners": learners, "exercises": view.exercises(), "verdicts": list(room_report.VERDICTS),
               "socket": str(tmp_path / "sock" / "report.sock"), "store": str(tmp_path / "room-view.json"),
               "work_folder": str(work), "home_root": "/home", "learner_folder": "stale-padding-lab"}
+    if seed is not None:
+        (tmp_path / "room-view.json").write_text(json.dumps(seed))
     env = {**os.environ, view.CONFIG_ENV: json.dumps(config),
            "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hub.server_port}/hub/api",
            "JUPYTERHUB_API_TOKEN": "the-services-own", "JUPYTERHUB_SERVICE_NAME": view.SERVICE_NAME,
@@ -94,6 +99,11 @@ def service(tmp_path):
         proc.terminate()
         proc.wait(10)
         hub.shutdown()
+
+
+@pytest.fixture
+def service(tmp_path):
+    yield from start_service(tmp_path, [ME, OTHER])
 
 
 def _listening(port: int) -> bool:
@@ -319,3 +329,132 @@ def test_in_a_room_a_real_checker_reports_the_exercise_and_verdict_and_nothing_o
     assert bodies == [{"exercise": "a", "verdict": "tried"}, {"exercise": "b", "verdict": "hint", "hint": 2}]
     assert all("Authorization: token the-learners-own-token" in h["head"] for h in heard)
     assert not any(secret_marker in h["head"] + json.dumps(h["body"]) for h in heard)
+
+
+# -- the page in Chromium --
+
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "room-view.png"
+WRITE_SCREENSHOT_ENV = "LABKIT_WRITE_SCREENSHOTS"  # =1: the browser test writes the guide's screenshot
+
+
+def _a_room_mid_session(names: list[str], now: float) -> dict:
+    """A board as it may look 20 minutes into notebook 07: most on (a) or (b), one long on (b)."""
+    ago = lambda minutes: now - 60 * minutes  # noqa: E731
+    plan = [  # (exercise, tries, hint, solved, first verdict minutes ago)
+        [("a", 1, 0, True, 18), ("b", 2, 0, False, 9)],
+        [("a", 2, 1, True, 19), ("b", 5, 2, False, 17)],
+        [("a", 1, 0, True, 15), ("b", 1, 0, True, 8), ("c", 1, 0, True, 2)],
+        [("a", 3, 0, False, 12)],
+        [],
+        [("a", 1, 0, True, 16), ("b", 3, 1, False, 11)],
+        [("a", 1, 0, True, 14), ("b", 2, 0, True, 4)],
+        [("a", 4, 2, False, 13)],
+    ]
+    cells, last = {}, {}
+    for name, row in zip(names, plan, strict=False):
+        for exercise, tries, hint, solved, first in row:
+            cells.setdefault(name, {})[exercise] = {
+                "tries": tries, "hint": hint, "solved_at": ago(max(first - 5, 0.5)) if solved else 0.0,
+                "first_at": ago(first), "last_at": ago(max(first - 6, 0.3))}
+        if row:
+            last[name] = max(c["last_at"] for c in cells[name].values())
+    return {"cells": cells, "last": last}
+
+
+def _chromium_or_skip():
+    import room_browser
+
+    missing = room_browser.missing_requirements()
+    if missing:
+        if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"the room view's browser test needs {', '.join(missing)}")
+        pytest.skip(f"the room view's browser test needs {', '.join(missing)}")
+    return room_browser
+
+
+def _open_view(room_browser, playwright, service, token: str):
+    chromium = room_browser.browser(playwright)
+    context = chromium.new_context(viewport={"width": 1100, "height": 620},
+                                   extra_http_headers={"Authorization": f"token {token}"})
+    tab = context.new_page()
+    violations: list[str] = []
+    tab.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
+    tab.goto(f"http://127.0.0.1:{service['port']}{PREFIX}", timeout=60_000)
+    tab.wait_for_selector("#board tbody tr", timeout=30_000)
+    return chromium, tab, violations
+
+
+def test_chromium_shows_the_view_change_as_a_learner_reports_without_a_reload(service):
+    room_browser = _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium, tab, violations = _open_view(room_browser, playwright, service, "tok-instructor")
+        try:
+            cell = tab.locator(f'tr[data-learner="{ME}"] td[data-exercise="b"]')
+            assert cell.get_attribute("data-state") == "none"
+            tab.evaluate("window.__same_page = true")  # gone if the page reloads
+            assert report(service, {"exercise": "b", "verdict": "tried"})[0] == 204
+            tab.wait_for_selector(f'tr[data-learner="{ME}"] td[data-exercise="b"][data-state="tried"]',
+                                  timeout=3000 * view.POLL_S)
+            assert cell.inner_text().strip() == "1\u00d7"
+            assert report(service, {"exercise": "b", "verdict": "solved"})[0] == 204
+            tab.wait_for_selector(f'tr[data-learner="{ME}"] td[data-exercise="b"][data-state="solved"]',
+                                  timeout=3000 * view.POLL_S)
+            assert tab.evaluate("window.__same_page") is True
+            other = tab.locator(f'tr[data-learner="{OTHER}"] td[data-exercise="b"]')
+            assert other.get_attribute("data-state") == "none"
+            assert violations == [], violations
+        finally:
+            chromium.close()
+
+
+def test_the_screenshot_of_a_room_mid_session(tmp_path):
+    """A room of eight learners 20 minutes into notebook 07, seeded through the board's store: the
+    marks show where the agenda's minutes are past. Written into the guide with the flag."""
+    room_browser = _chromium_or_skip()
+    from PIL import Image, PngImagePlugin
+    from playwright.sync_api import sync_playwright
+
+    names = [f"labkit-learner{i:02d}" for i in range(1, 9)]
+    for name in names:
+        TOKENS.setdefault(f"tok-{name}", {"kind": "user", "name": name, "scopes": [view.REPORT_SCOPE]})
+    seed = _a_room_mid_session(names, time.time())
+    gen = start_service(tmp_path, names, seed, saved=tuple(names[:2]))
+    service = next(gen)
+    try:
+        with sync_playwright() as playwright:
+            chromium, tab, violations = _open_view(room_browser, playwright, service, "tok-instructor")
+            try:
+                over = tab.locator("td.cell.over")
+                assert over.count() >= 2  # learner02 on (b) and learner08 on (a), past their minutes
+                assert tab.locator(f'tr[data-learner="{names[1]}"] td[data-exercise="b"]').get_attribute(
+                    "class") == "cell hint over"
+                assert tab.locator(f'tr[data-learner="{names[2]}"] td[data-exercise="c"]').inner_text().strip() \
+                    == "\u2713"
+                assert violations == [], violations
+                shot = tmp_path / "room-view.png"
+                tab.screenshot(path=str(shot), full_page=True)
+            finally:
+                chromium.close()
+    finally:
+        gen.close()
+    image = Image.open(shot)
+    assert image.width >= 800
+    if os.environ.get(WRITE_SCREENSHOT_ENV) == "1":
+        info = PngImagePlugin.PngInfo()
+        info.add_text("labkit-room-view", view.page_fingerprint())
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        image.save(SCREENSHOT, pnginfo=info, optimize=True)
+
+
+def test_the_guides_screenshot_is_of_this_page(tmp_path):
+    """docs/images/room-view.png is the browser's picture of the view as it is now: the page's
+    fingerprint (its HTML, script and style) is written into the PNG when it is taken."""
+    from PIL import Image
+
+    assert SCREENSHOT.exists(), f"no {SCREENSHOT.name}: {WRITE_SCREENSHOT_ENV}=1 pytest {__file__} -k screenshot"
+    image = Image.open(SCREENSHOT)
+    assert image.format == "PNG" and image.width >= 800
+    assert image.text.get("labkit-room-view") == view.page_fingerprint(), (
+        f"the view changed since {SCREENSHOT.name} was taken: {WRITE_SCREENSHOT_ENV}=1 pytest {__file__} -k screenshot")

@@ -316,6 +316,17 @@ def page(prefix: str) -> str:
 """
 
 
+def page_fingerprint() -> str:
+    """What the page is made of (its HTML, script and style), hashed: the guide's screenshot carries
+    it, and a test fails when the page changed after the screenshot was taken."""
+    import hashlib
+
+    digest = hashlib.sha256(page(f"/services/{SERVICE_NAME}/").encode())
+    for name in sorted(_STATIC_TYPES):
+        digest.update((_STATIC / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def page_policy(host: str, prefix: str) -> str:
     """The page's Content-Security-Policy: script and style from this service's static path alone,
     requests to its own board, no frame, no form, no base."""

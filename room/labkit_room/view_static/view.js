@@ -46,6 +46,7 @@
     top.appendChild(el("th", "learner"));
     for (const ex of board.exercises) {
       const th = el("th", "(" + ex.id + ")");
+      th.appendChild(el("span", ex.notebook + ", " + ex.minutes + " min", "plan"));
       th.title = ex.title + " (notebook " + ex.notebook + ", " + ex.minutes + " min)";
       top.appendChild(th);
     }
