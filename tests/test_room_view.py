@@ -41,12 +41,38 @@ TOKENS = {
 
 
 class FakeHubAPI(BaseHTTPRequestHandler):
-    """GET /hub/api/user: the token's owner, as JupyterHub answers it (403 for a token it does not know)."""
+    """GET /hub/api/user: the token's owner, as JupyterHub answers it (403 for a token it does not know);
+    and the hub's OAuth, as it goes for the instructor logged in to the hub: authorize sends the browser
+    back to the service with a code, and the code is exchanged for the instructor's token."""
 
     def log_message(self, *args):
         pass
 
+    def _json(self, status: int, model: dict):
+        body = json.dumps(model).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.startswith("/hub/api/oauth2/token"):
+            return self._json(200, {"access_token": "tok-instructor", "token_type": "Bearer"})
+        self._json(404, {"message": "no such page"})
+
     def do_GET(self):
+        from urllib.parse import parse_qs, urlencode, urlsplit
+
+        if self.path.startswith("/hub/api/oauth2/authorize"):
+            query = parse_qs(urlsplit(self.path).query)
+            self.send_response(302)
+            self.send_header("Location", query["redirect_uri"][0] + "?" + urlencode(
+                {"code": "a-code", "state": query["state"][0]}))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         token = self.headers.get("Authorization", "").partition(" ")[2]
         model = TOKENS.get(token) if self.path.rstrip("/") == "/hub/api/user" else None
         body = json.dumps(model or {"status": 403, "message": "no such token"}).encode()
@@ -83,8 +109,9 @@ def start_service(tmp_path, learners: list[str], seed: dict | None = None, saved
            "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hub.server_port}/hub/api",
            "JUPYTERHUB_API_TOKEN": "the-services-own", "JUPYTERHUB_SERVICE_NAME": view.SERVICE_NAME,
            "JUPYTERHUB_SERVICE_PREFIX": PREFIX, "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
-           "JUPYTERHUB_CLIENT_ID": f"service-{view.SERVICE_NAME}", "JUPYTERHUB_HOST": "",
-           "JUPYTERHUB_BASE_URL": "/", "JUPYTERHUB_OAUTH_CALLBACK_URL": f"{PREFIX}oauth_callback"}
+           "JUPYTERHUB_CLIENT_ID": f"service-{view.SERVICE_NAME}", "JUPYTERHUB_HOST": f"http://127.0.0.1:{hub.server_port}",
+           "JUPYTERHUB_BASE_URL": "/",
+           "JUPYTERHUB_OAUTH_CALLBACK_URL": f"http://127.0.0.1:{port}{PREFIX}oauth_callback"}
     env.pop(room_report.REPORT_ENV, None)
     proc = subprocess.Popen([sys.executable, "-m", "labkit_room.view"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -372,10 +399,11 @@ def _chromium_or_skip():
     return room_browser
 
 
-def _open_view(room_browser, playwright, service, token: str):
+def _open_view(room_browser, playwright, service):
+    """The view in Chromium as the instructor opens it: through the hub's OAuth, then a login cookie
+    (what the page's script then reads the board with)."""
     chromium = room_browser.browser(playwright)
-    context = chromium.new_context(viewport={"width": 1100, "height": 620},
-                                   extra_http_headers={"Authorization": f"token {token}"})
+    context = chromium.new_context(viewport={"width": 1100, "height": 620})
     tab = context.new_page()
     violations: list[str] = []
     tab.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
@@ -389,7 +417,7 @@ def test_chromium_shows_the_view_change_as_a_learner_reports_without_a_reload(se
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium, tab, violations = _open_view(room_browser, playwright, service, "tok-instructor")
+        chromium, tab, violations = _open_view(room_browser, playwright, service)
         try:
             cell = tab.locator(f'tr[data-learner="{ME}"] td[data-exercise="b"]')
             assert cell.get_attribute("data-state") == "none"
@@ -424,7 +452,7 @@ def test_the_screenshot_of_a_room_mid_session(tmp_path):
     service = next(gen)
     try:
         with sync_playwright() as playwright:
-            chromium, tab, violations = _open_view(room_browser, playwright, service, "tok-instructor")
+            chromium, tab, violations = _open_view(room_browser, playwright, service)
             try:
                 over = tab.locator("td.cell.over")
                 assert over.count() >= 2  # learner02 on (b) and learner08 on (a), past their minutes

@@ -291,8 +291,10 @@ def saved_copies(work_folder: Path) -> list[dict]:
 # ---------------------------------------------------------------- the web side
 
 
-def page(prefix: str) -> str:
-    """The view's page: nothing of a learner's in it (its script fills the table from the board)."""
+def page(prefix: str, xsrf: str = "") -> str:
+    """The view's page: nothing of a learner's in it (its script fills the table from the board).
+    `xsrf`: the token the script's requests carry (JupyterHub takes a login cookie on a script's
+    request only with it)."""
     from html import escape
 
     p = escape(prefix, quote=True)
@@ -301,7 +303,7 @@ def page(prefix: str) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="{p}static/view.css">
 <script src="{p}static/view.js" defer></script></head>
-<body data-prefix="{p}">
+<body data-prefix="{p}" data-xsrf="{escape(xsrf, quote=True)}">
 <header><h1>Room view</h1><p id="status">loading the room...</p></header>
 <p class="legend"><span class="cell none">&middot;</span> not started
 <span class="cell tried">2&times;</span> tried, not solved
@@ -397,7 +399,7 @@ def make_apps(config: dict, board: Board):
         def get(self):
             self.set_header("Content-Security-Policy", page_policy(self.request.host, prefix))
             self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.finish(page(prefix))
+            self.finish(page(prefix, self.xsrf_token.decode()))
 
     class Static(Viewer):
         @web.authenticated

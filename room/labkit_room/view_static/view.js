@@ -101,7 +101,9 @@
   let every = 3000;
   async function poll() {
     try {
-      const answer = await fetch(prefix + "api/board", {credentials: "same-origin", cache: "no-store"});
+      const answer = await fetch(prefix + "api/board", {
+        credentials: "same-origin", cache: "no-store", redirect: "error",
+        headers: {"X-XSRFToken": document.body.dataset.xsrf}});
       if (!answer.ok) throw new Error(answer.status + " " + answer.statusText);
       const board = await answer.json();
       every = 1000 * (board.poll_s || 3);
