@@ -69,6 +69,13 @@ _DOWNLOAD_HEADERS = {"Content-Type": "application/zip", "X-Content-Type-Options"
                      "Content-Security-Policy": "sandbox", "Cache-Control": "no-store"}
 
 
+def socket_path(room_id: str) -> Path:
+    """Where the reports' socket is: a folder of root's under /run, outside the kit's checkout (a
+    socket any learner may connect to is a file they may write, and nothing of the kit is theirs to
+    write), which every learner's kernel sees; the room's close removes it."""
+    return Path("/run") / f"labkit-room-{room_id}" / "report.sock"
+
+
 def roles(learners: list[str], instructor: str) -> list[dict]:
     """The hub roles the view needs: the instructor reaches the view; each learner may report."""
     return [{"name": "room-view", "description": "sees the room's view: verdicts, collections, saved copies",
