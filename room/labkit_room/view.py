@@ -62,7 +62,9 @@ POLL_S = 3
 COLLECT_LIMIT_BYTES = 256 * 2**20
 _STATIC = Path(__file__).with_name("view_static")
 _STATIC_TYPES = {"view.js": "text/javascript; charset=utf-8", "view.css": "text/css; charset=utf-8"}
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+# A user name as the box allows it (the room's are labkit-learnerNN); never "." or "..".
+_NAME_PATTERN = r"[a-z_][a-z0-9_.-]{0,31}"
+_NAME = re.compile(rf"^{_NAME_PATTERN}$")
 _ROOM_ID = re.compile(r"^[0-9a-f]{4,32}$")
 # Downloads: never rendered on the hub's origin, whatever a browser would guess.
 _DOWNLOAD_HEADERS = {"Content-Type": "application/zip", "X-Content-Type-Options": "nosniff",
@@ -453,8 +455,8 @@ def make_apps(config: dict, board: Board):
         (prefix, Page),
         (url_path_join(prefix, "static/(view\\.js|view\\.css)"), Static),
         (url_path_join(prefix, "api/board"), BoardJSON),
-        (url_path_join(prefix, "collect/([a-z][a-z0-9-]{0,31})\\.zip"), Collect),
-        (url_path_join(prefix, "saved/([0-9a-f]{4,32})/([a-z][a-z0-9-]{0,31})\\.zip"), Saved),
+        (url_path_join(prefix, f"collect/({_NAME_PATTERN})\\.zip"), Collect),
+        (url_path_join(prefix, f"saved/([0-9a-f]{{4,32}})/({_NAME_PATTERN})\\.zip"), Saved),
         (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
     ], **settings)
     # One HubOAuth for every handler of the view (and its callback), from the service's environment.
