@@ -215,6 +215,19 @@ def test_a_report_that_cannot_be_attributed_or_read_is_refused_in_one_line(servi
     assert all(c["state"] == "none" for row in rows.values() for c in row["cells"].values())
 
 
+def test_a_learner_flooding_reports_is_refused_past_the_rate_and_only_what_passed_counts(service):
+    from concurrent.futures import ThreadPoolExecutor
+
+    burst = 4 * view.REPORTS_PER_S  # all at once, as a loop in a kernel would send them
+    with ThreadPoolExecutor(burst) as pool:
+        answers = list(pool.map(lambda _: report(service, {"exercise": "d", "verdict": "tried"})[0], range(burst)))
+    assert set(answers) == {204, 429}, answers
+    assert board(service)[ME]["cells"]["d"]["tries"] == answers.count(204) <= 2 * view.REPORTS_PER_S
+    padding = b"y" * 2 * view.MAX_REPORT_BYTES
+    too_big = report(service, b'{"exercise": "a", "verdict": "tried", "x": "' + padding + b'"}')
+    assert too_big[0] in (400, 413), too_big
+
+
 def test_nothing_is_read_through_the_learners_door_nor_by_a_learner_at_the_view(service):
     assert report(service, {"exercise": "a", "verdict": "solved"})[0] == 204
     for method, path in (("GET", "/report"), ("GET", "/"), ("GET", PREFIX + "api/board"), ("GET", "/api/board")):

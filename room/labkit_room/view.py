@@ -58,6 +58,11 @@ VIEW_SCOPE = f"access:services!service={SERVICE_NAME}"
 CONFIG_ENV = "LABKIT_ROOM_VIEW"
 # The board the page polls: often enough to see a room change between two sentences, cheap for 30 rows.
 POLL_S = 3
+# A learner's reports per second at most: a checker run takes longer than this allows between two; a
+# loop that sends more is refused (429) rather than let one learner keep the view busy for everyone.
+REPORTS_PER_S = 5
+# A report is a few dozen bytes.
+MAX_REPORT_BYTES = 4096
 # The most of a learner's folder one collection zips (their notebooks are a few MB).
 COLLECT_LIMIT_BYTES = 256 * 2**20
 _STATIC = Path(__file__).with_name("view_static")
@@ -355,6 +360,7 @@ def make_apps(config: dict, board: Board):
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
     learners = set(config["learners"])
     exercise_ids = board.ids()
+    recent: dict[str, list[float]] = {}  # learner -> times of their reports in the last second
     hub_auth = HubAuth(api_url=os.environ["JUPYTERHUB_API_URL"], api_token=os.environ["JUPYTERHUB_API_TOKEN"],
                        cache_max_age=60)
 
@@ -387,6 +393,11 @@ def make_apps(config: dict, board: Board):
                 if peer != name:
                     raise Refused(403, f"this report comes from {peer or 'an unknown user'}'s process, not {name}'s")
                 exercise, verdict, hint = read_report(self.request.body, exercise_ids, config["verdicts"])
+                now = time.monotonic()
+                times = recent[name] = [t for t in recent.get(name, []) if now - t < 1.0]
+                if len(times) >= REPORTS_PER_S:
+                    raise Refused(429, f"more than {REPORTS_PER_S} reports a second: this one is dropped")
+                times.append(now)
             except Refused as err:
                 self.refuse(err)
                 return
@@ -500,7 +511,7 @@ def main() -> int:
 
         url = urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
         view.listen(url.port, url.hostname)
-        HTTPServer(reports).add_socket(open_socket(Path(config["socket"])))
+        HTTPServer(reports, max_body_size=MAX_REPORT_BYTES).add_socket(open_socket(Path(config["socket"])))
         print(f"room-view: the view on {url.hostname}:{url.port}, reports on {config['socket']}", flush=True)
         await asyncio.Event().wait()
 
