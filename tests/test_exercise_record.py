@@ -42,7 +42,8 @@ def registered(monkeypatch):
 
 def test_the_checkers_and_hints_read_it(registered):
     assert "check_throwaway" in ex.__all__ and "check_throwaway" in dir(ex)
-    assert ex.check_throwaway is check_throwaway
+    # The record's checker, as notebook 07 reaches it: wrapped only to tell the room's view its verdict.
+    assert ex.check_throwaway.__wrapped__ is check_throwaway
     assert ex.check_throwaway(lambda: None).solved
     last = repr(ex.hint(LETTER, 3))
     assert last.startswith(f"Hint 3/3 (the fix) for ({LETTER})") and WORD in last

@@ -49,6 +49,7 @@ from labkit_room import (  # noqa: E402
     room,
     runtime,
     sandbox,
+    view,
 )
 from labkit_room.client import HubClientError, Learner, RoomProcess, notebook_cells  # noqa: E402
 
@@ -326,6 +327,170 @@ def check_only_the_instructor_reaches_the_admin_page(hub, learners):
     services = instructor.hub_api("GET", "/services").json()
     culler = services["idle-culler"]
     assert "--timeout=1800" in " ".join(culler.get("command") or []), culler
+
+
+VIEW = f"/services/{view.SERVICE_NAME}/"
+# A learner's kernel posting to the view's socket by hand, as a learner trying to forge or read would.
+FORGE = r"""
+import json, os, socket
+def post(body, token, path="/report", method="POST"):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(os.environ["LABKIT_ROOM_REPORT"])
+    data = b"" if body is None else json.dumps(body).encode()
+    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: token {token}\r\n"
+              f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+    out = b""
+    while chunk := s.recv(4096):
+        out += chunk
+    print(out.decode(errors="replace").split("\r\n")[0], out.decode(errors="replace").rsplit("\r\n", 1)[-1].strip())
+"""
+
+
+def _solution_cell(function: str) -> str:
+    """The solution cell of notebook 07 (the instructor's edition) that defines `function`."""
+    import re
+
+    nb = json.loads((ROOT / "notebooks" / "07_exercises.ipynb").read_text())
+    for cell in nb["cells"]:
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and "solution" in (cell.get("metadata", {}).get("tags") or []) \
+                and re.search(rf"^def {function}\(", text, re.M):
+            return text
+    raise AssertionError(f"no solution cell defines {function}")
+
+
+def _setup_cell_07(person: Learner) -> str:
+    """The first cell of the learner's own notebook 07 that imports the checkers (as ex)."""
+    (path,) = (room_home(person.name) / room.LEARNER_FOLDER).glob("*07_exercises.ipynb")
+    return next(cell for cell in notebook_cells(path) if "checkers as ex" in cell)
+
+
+def _board(instructor: Learner, hub) -> dict:
+    resp = instructor.session.get(f"{hub.url}{VIEW}api/board", timeout=60)
+    assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("application/json"), \
+        (resp.status_code, resp.url, resp.text[:300])
+    return {row["learner"]: row["cells"] for row in resp.json()["rows"]}
+
+
+def _wait_for_board(instructor: Learner, hub, wanted, timeout_s: float = 30) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        board = _board(instructor, hub)
+        if wanted(board) or time.monotonic() > deadline:
+            return board
+        time.sleep(0.5)
+
+
+def check_the_instructor_sees_who_is_stuck_in_the_room_view(hub, learners):
+    """The room view, as the room uses it: A fails exercise (a), reads a hint, solves it; B fails it
+    twice; all through the real checkers in their own kernels. The instructor's board says so, and
+    Chromium shows the instructor's page change, without a reload, when B solves it too. B cannot read
+    the board (with their login or their token), cannot report for A (naming A, or with A's token
+    leaked to them), and reads nothing through the reports' socket. The instructor collects A's
+    folder as a zip download, never a page, without A's planted link."""
+    from labkit.workshop.exercises import record
+    from labkit.workshop.exercises.reveal import learner_names
+
+    a, b = learners[0], learners[1]
+    instructor = Learner(hub.url, room.ADMIN_USER, hub.passwords[room.ADMIN_USER])
+    instructor.login()
+    before = _board(instructor, hub)
+    assert set(before) == {a.name, b.name}
+    assert all(cell["state"] == "none" for row in before.values() for cell in row.values()), before
+    check = record.exercise("a").check_name
+    function = learner_names("a")[0]
+    wrong = f"def {function}(*args):\n    raise ValueError('not yet')\n"
+    ka, kb = a.new_kernel(), b.new_kernel()
+    try:
+        for kernel, person in ((ka, a), (kb, b)):
+            done = kernel.execute(_setup_cell_07(person), timeout_s=600)
+            assert done.error is None, done.text()
+        assert "False" in ka.execute(f"print(bool(ex.{check}({{}})))").text()  # nothing defined yet: a try
+        assert "Hint 1/" in ka.execute("ex.hint('a')").text()
+        assert ka.execute(_solution_cell(function)).error is None
+        assert "True" in ka.execute(f"print(bool(ex.{check}({function})))").text()
+        assert kb.execute(wrong).error is None
+        for _ in range(2):
+            assert "False" in kb.execute(f"print(bool(ex.{check}({function})))").text()
+        board = _wait_for_board(instructor, hub, lambda bd: bd[a.name]["a"]["state"] == "solved"
+                                and bd[b.name]["a"]["tries"] == 2)
+        assert (board[a.name]["a"]["state"], board[a.name]["a"]["hint"], board[a.name]["a"]["tries"]) == \
+            ("solved", 1, 2), board[a.name]
+        assert (board[b.name]["a"]["state"], board[b.name]["a"]["tries"]) == ("tried", 2), board[b.name]
+
+        # B forges and reads: refused, one line each; the board unchanged.
+        token_a = ka.execute("import os; print(os.environ['JUPYTERHUB_API_TOKEN'])").text().strip()
+        assert token_a and kb.execute(FORGE).error is None
+        naming_a = kb.execute(f"post({{'exercise': 'c', 'verdict': 'solved', 'learner': {a.name!r}}}, "
+                              "os.environ['JUPYTERHUB_API_TOKEN'])").text()
+        assert naming_a.startswith("HTTP/1.1 400") and "takes your name from your token" in naming_a, naming_a
+        leaked = kb.execute(f"post({{'exercise': 'c', 'verdict': 'solved'}}, {token_a!r})").text()
+        assert leaked.startswith("HTTP/1.1 403") and f"not {a.name}'s" in leaked, leaked
+        for path in ("/api/board", "/report"):
+            read = kb.execute(f"post(None, os.environ['JUPYTERHUB_API_TOKEN'], {path!r}, 'GET')").text()
+            assert read.startswith(("HTTP/1.1 404", "HTTP/1.1 405")) and a.name not in read, read
+        import requests
+
+        for attempt in (b.session.get(f"{hub.url}{VIEW}api/board", timeout=60),
+                        requests.get(f"{hub.url}{VIEW}api/board", timeout=60,
+                                     headers={"Authorization": f"token {b.token}"}),
+                        b.session.get(f"{hub.url}{VIEW}collect/{a.name}.zip", timeout=60)):
+            assert attempt.status_code == 403 and a.name not in attempt.text, (attempt.status_code, attempt.url)
+        after = _board(instructor, hub)
+        assert after[a.name]["c"]["state"] == "none" and after[b.name]["c"]["state"] == "none", after
+
+        # The instructor collects A's folder: a zip to save, with no link A planted in it.
+        assert ka.execute("import os; os.symlink('/etc/passwd', os.path.expanduser("
+                          f"'~/{room.LEARNER_FOLDER}/passwd-link'))").error is None
+        got = instructor.session.get(f"{hub.url}{VIEW}collect/{a.name}.zip", timeout=120)
+        assert got.status_code == 200, got.text[:300]
+        assert got.headers["Content-Type"] == "application/zip"
+        assert got.headers["Content-Disposition"].startswith(f'attachment; filename="{a.name}-')
+        assert got.headers["X-Content-Type-Options"] == "nosniff"
+        assert got.headers["Content-Security-Policy"] == "sandbox"
+        import io
+        import zipfile
+
+        names = zipfile.ZipFile(io.BytesIO(got.content)).namelist()
+        assert room.START_NOTEBOOK in names and "passwd-link" not in names, names
+
+        _instructor_sees_b_solve_in_chromium(hub, kb, b, function, check)
+    finally:
+        ka.close()
+        kb.close()
+
+
+def _instructor_sees_b_solve_in_chromium(hub, kb, b: Learner, function: str, check: str) -> None:
+    import room_browser
+
+    missing = room_browser.missing_requirements()
+    if missing:
+        if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"the room view's browser check needs {', '.join(missing)}")
+        warnings.warn(f"the room view's browser check did not run: this machine lacks {', '.join(missing)}",
+                      stacklevel=2)
+        return
+    from playwright.sync_api import sync_playwright
+
+    cell = f'tr[data-learner="{b.name}"] td[data-exercise="a"]'
+    with sync_playwright() as playwright:
+        chromium = room_browser.browser(playwright)
+        try:
+            context = chromium.new_context()
+            tab = room_browser.log_in(context, hub.url, room.ADMIN_USER, hub.passwords[room.ADMIN_USER])
+            violations: list[str] = []
+            tab.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+            tab.goto(f"{hub.url}{VIEW}", timeout=60_000)
+            tab.wait_for_selector(f'{cell}[data-state="tried"]', timeout=30_000)
+            tab.evaluate("window.__same_page = true")
+            assert kb.execute(_solution_cell(function)).error is None
+            assert "True" in kb.execute(f"print(bool(ex.{check}({function})))").text()
+            tab.wait_for_selector(f'{cell}[data-state="solved"]', timeout=30_000)
+            assert tab.evaluate("window.__same_page") is True  # changed in place, no reload
+            assert violations == [], violations
+        finally:
+            chromium.close()
 
 
 def check_no_secret_lands_where_a_learner_reads(hub, learners):
@@ -1016,6 +1181,7 @@ CHECKS = [check_the_room_says_what_this_box_enforces, check_each_learner_is_one_
           check_no_login_reaches_no_server, check_a_learners_login_opens_nothing_of_another,
           check_a_learners_kernel_cannot_touch_another_learners_files,
           check_a_learners_kernel_cannot_go_around_the_proxy, check_only_the_instructor_reaches_the_admin_page,
+          check_the_instructor_sees_who_is_stuck_in_the_room_view,
           check_no_secret_lands_where_a_learner_reads, check_no_token_is_on_any_command_line,
           check_a_learners_page_runs_no_script_for_anyone, check_the_gpu_share_is_what_the_room_says,
           check_nothing_of_a_learner_is_shared,

@@ -31,7 +31,8 @@ def _one_box_config(tmp_path, learners: int, **changes) -> Config:
             "tls": {"cert": None, "key": None}, "hub_port": 8081, "proxy_api_port": 8001,
             "proxy_command": ["configurable-http-proxy"], "learner_python": "python3", "hub_python": "python3",
             "limits": limits.to_json(), "hierarchy": groups.Hierarchy("none").to_json(), "private_folders": False,
-            "log_dir": str(tmp_path), "learner_env": {}, **changes}
+            "log_dir": str(tmp_path), "learner_env": {}, "view_port": 8002,
+            "view_socket": str(tmp_path / "room-view" / "report.sock"), **changes}
     (tmp_path / "room.json").write_text(json.dumps(spec))
     config = Config()
     code = (ROOT / "room" / "labkit_room" / "jupyterhub_config.py").read_text()

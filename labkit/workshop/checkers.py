@@ -23,6 +23,9 @@ what it needs to define a kernel (stand-ins without Triton:
 
 from __future__ import annotations
 
+import functools
+
+from labkit.workshop import room_report
 from labkit.workshop.exercises import record
 
 # Re-exported for notebook 07 (the "as" form says so): the names in _OWN.
@@ -32,6 +35,7 @@ from labkit.workshop.exercises.checks import checker as _checker
 from labkit.workshop.exercises.hints import hint as hint
 from labkit.workshop.exercises.reveal import compare as compare
 from labkit.workshop.exercises.reveal import reveal as reveal
+from labkit.workshop.exercises.starting_code import NOT_ATTEMPTED
 from labkit.workshop.feedback import CheckResult as CheckResult
 from labkit.workshop.harness.kernel_names import NAMES, kernel_names
 
@@ -42,7 +46,23 @@ def capstone(namespace: dict, **workload) -> CapstoneResult:
     """Your pieces from `namespace` (``globals()``) in the toy engine, on notebook 01's workload: its
     table with your pieces, and the ownership map of your own launch. `workload`: prompts, seed,
     drafters, progress (:func:`labkit.workshop.exercises.capstone.run_capstone` says more)."""
-    return run_capstone(namespace, **workload)
+    result = run_capstone(namespace, **workload)
+    room_report.report(room_report.CAPSTONE, "solved" if result.solved else "tried")
+    return result
+
+
+def _reporting(check):
+    """The checker, its verdict also told to the room's view (in a room; labkit.workshop.room_report)."""
+
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        result = check(*args, **kwargs)
+        # A check of the code the exercise starts from (nothing written yet) is no attempt.
+        if result.solved or NOT_ATTEMPTED not in result.message:
+            room_report.report(result.exercise, "solved" if result.solved else "tried")
+        return result
+
+    return run
 
 
 def _checkers() -> dict:
@@ -56,7 +76,7 @@ def __getattr__(name: str):
         return [*_OWN, *_checkers(), *NAMES]
     found = _checkers().get(name)
     if found is not None:
-        return _checker(found)
+        return _reporting(_checker(found))
     if name in NAMES:
         return kernel_names()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ JupyterLab and fresh student edition (``python -m labkit hub start``; docs/INSTR
     spawner         each learner's JupyterLab as that learner, in their sandbox, logging to their own log
     reaper          the server's parent: passes on the hub's signals, reads every orphan's exit status
     warm            the room warmed at its start: each learner's server and a kernel on notebook 00
+    view            the instructor's room view (a hub service): verdicts in from kernels, the board out
     culler          the idle culler from the session's start (a hub service, run as a script)
     runtime         what the learners' processes run: an interpreter they can execute, the kit, their folder
     kernel          a learner's kernel: its own network, a private pipe, the room's limits

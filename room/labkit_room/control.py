@@ -32,7 +32,7 @@ from pathlib import Path
 
 from labkit import paths
 from labkit.errors import LabkitInputError
-from labkit_room import accounts, enforcement, groups, learner_paths, room, runtime, sandbox
+from labkit_room import accounts, enforcement, groups, learner_paths, room, runtime, sandbox, view
 
 KIT_ROOT = paths.REPO
 DEFAULT_STATE = KIT_ROOT / "build" / "hub"
@@ -317,6 +317,9 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
             "learner_python": python, "hub_python": sys.executable, "limits": limits.to_json(),
             "lab": runtime.has_lab(), "hierarchy": hierarchy.to_json(), "private_folders": not mount_refusal,
             "log_dir": str(state_dir / "logs"),
+            # The instructor's view (labkit_room.view): its port, and the socket the learners' kernels
+            # report to.
+            "view_port": _free_port(), "view_socket": str(view.socket_path(this.room_id)),
             "warmer_token": secrets.token_hex(32) if warm else None, "session_start": session_start or 0,
             "learner_env": {
                 "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -484,6 +487,7 @@ def teardown(this: Room, hub: subprocess.Popen | None = None) -> list[str]:
     this.pid = this.hub_pid = 0
     this.below_hub = []
     this.save()
+    shutil.rmtree(view.socket_path(this.room_id).parent, ignore_errors=True)
     shutil.rmtree(RUNTIME_DIR / "kit", ignore_errors=True)
     shutil.rmtree(RUNTIME_DIR / "learner-folder", ignore_errors=True)
     _say(f"room {this.room_id} closed: removed {len(removed)} learner(s), their homes and groups; no process of "

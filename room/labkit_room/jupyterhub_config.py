@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from labkit_room import culler, reaper, runtime
+from labkit.workshop.room_report import REPORT_ENV
+from labkit_room import accounts, control, culler, reaper, runtime, view
 from labkit_room import room as _room
 
 c = get_config()  # noqa: F821 (JupyterHub provides it)
@@ -80,7 +81,8 @@ c.Spawner.default_url = _room.start_url(_spec.get("lab", True))
 c.Spawner.notebook_dir = f"~/{_room.LEARNER_FOLDER}"
 c.Spawner.mem_limit = _limits.memory_bytes
 c.Spawner.env_keep = ["LANG", "LC_ALL"]
-c.Spawner.environment = {**_spec["learner_env"], **_limits.env()}
+# REPORT_ENV: where a learner's checkers report their verdicts (the room's view, below).
+c.Spawner.environment = {**_spec["learner_env"], **_limits.env(), REPORT_ENV: _spec["view_socket"]}
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
 # Kernels talk to their server over unix sockets in the learner's own runtime folder (mode 0700),
@@ -122,3 +124,14 @@ if _spec.get("warmer_token"):
                    for scope in ("read:users", "read:servers", "servers", "access:servers")],
         "services": ["warmer"],
     })
+
+# The instructor's view (labkit_room.view): verdicts in from the learners' kernels, each learner's
+# server token carrying the one scope that lets it report its own; the page, the board and the
+# collections out to the instructor's role alone.
+c.JupyterHub.custom_scopes = view.CUSTOM_SCOPES
+c.Spawner.server_token_scopes = view.SERVER_TOKEN_SCOPES
+c.JupyterHub.services.append(view.service(
+    _spec["hub_python"], _spec["view_port"],
+    view.config(_spec["learners"], _state, _spec["view_socket"], control.work_folder(_state), accounts.HOME_ROOT,
+                _room.LEARNER_FOLDER)))
+c.JupyterHub.load_roles += view.roles(_spec["learners"], _room.ADMIN_USER)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from labkit.workshop.exercises import record
 from labkit.workshop.feedback import Text
 from labkit.workshop.harness.launches import triton_kernels_run
+from labkit.workshop.room_report import report as report_to_room
 
 
 class Hint(Text):
@@ -46,6 +47,7 @@ def hint(exercise, n: int = 1) -> Hint:
     hints = version.hints
     if not isinstance(n, int) or not 1 <= n <= len(hints):
         return Hint(f"Exercise ({ex.letter}) has hints 1 to {len(hints)}.")
+    report_to_room(ex.letter, "hint", n)
     last = " (the fix)" if n == len(hints) else ""
     kind = {"torch": ", torch version", "triton": ", Triton version"}.get(version.kind or "", "")
     return Hint(f"Hint {n}/{len(hints)}{last} for ({ex.letter}{kind}): {hints[n - 1]}")

@@ -68,8 +68,12 @@ def is_starting_code(name: str, source: str | None) -> bool:
     return start is not None and source is not None and _shape(source) == _shape(start)
 
 
+# What a check of the starting code says (and the room's report looks for: no attempt to report).
+NOT_ATTEMPTED = "not solved yet: not attempted yet."
+
+
 def not_attempted_message(ex: str, name: str) -> str:
-    return (f"Exercise ({ex}) not solved yet: not attempted yet. `{name}` is still the code the exercise "
+    return (f"Exercise ({ex}) {NOT_ATTEMPTED} `{name}` is still the code the exercise "
             "starts from; edit it in its cell above, run that cell, then run this checker again.")
 
 
