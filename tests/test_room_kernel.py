@@ -89,6 +89,9 @@ def test_a_kernel_not_in_its_own_namespaces_runs_no_cell_and_each_says_why(tmp_p
     profile.mkdir(parents=True)
     (profile / "ipython_kernel_config.py").write_text(f"open({str(planted)!r}, 'w').write('config ran')\n")
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    scratch = tmp_path / "tmp"  # the kernel's temporary folder: its empty profile goes there, and goes
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
     manager.start_kernel()
     client = manager.client()
@@ -100,8 +103,9 @@ def test_a_kernel_not_in_its_own_namespaces_runs_no_cell_and_each_says_why(tmp_p
                                            output_hook=lambda m: out.append(m["content"].get("text", "")), timeout=60)
     finally:
         client.stop_channels()
-        manager.shutdown_kernel(now=True)
+        manager.shutdown_kernel()  # as the server ends a kernel: asked first
     assert not planted.exists(), planted.read_text()  # neither the cell nor the learner's configuration ran
+    assert list(scratch.iterdir()) == []
     assert reply["content"]["status"] == "error"
     lines = "".join(out).strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(kernel.REFUSAL_LINE) and "box's namespaces" in lines[0], lines

@@ -170,8 +170,10 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)
         # No configuration of the learner's either: IPython's profile (~/.ipython) holds Python that the
         # kernel's app would run, here on the box's own network. An empty one of this process's instead.
-        os.environ["IPYTHONDIR"] = tempfile.mkdtemp(prefix="labkit-refused-ipython-")
-        IPKernelApp.launch_instance(argv=argv, kernel_class=refusing_kernel(why))
+        # Removed when the kernel ends (a killed one leaves it in the learner's own /tmp, gone at the close).
+        with tempfile.TemporaryDirectory(prefix="labkit-refused-ipython-", ignore_cleanup_errors=True) as empty:
+            os.environ["IPYTHONDIR"] = empty
+            IPKernelApp.launch_instance(argv=argv, kernel_class=refusing_kernel(why))
         return
     app = IPKernelApp.instance()
     app.initialize(argv)
