@@ -162,7 +162,7 @@ def pip_source_args(torch: str = "cpu", wheelhouse: str | None = None, *, platfo
     if why is not None:
         raise SystemExit(
             f"The CPU build of torch comes from {TORCH_CPU_INDEX}, which cannot be reached from here ({why}).\n"
-            "  pip would retry it for every package. Instead:\n"
+            "  pip would retry it for every package. Instead, with the same make target (lab, test, ...):\n"
             "    make lab TORCH=cuda             PyPI's torch (on Linux the CUDA build, several GB), or\n"
             "    make lab WHEELHOUSE=DIR         wheels that `make wheelhouse` downloaded elsewhere.")
     return ["--extra-index-url", TORCH_CPU_INDEX]
