@@ -55,15 +55,51 @@ PROG = "python -m labkit hub bench"
 
 def _peak_rss(uid: int) -> int:
     """Sum of VmHWM (peak resident memory) of a learner's processes, bytes."""
-    total = 0
+    return sum(p["peak_rss"] for p in _processes(uid))
+
+
+# Which of a learner's processes is which, by its command line.
+ROLES = (("jupyterhub.singleuser", "server"), ("labkit_room.kernel", "kernel"))
+
+
+def _processes(uid: int) -> list[dict]:
+    """A learner's processes with their role (server, kernel, other), peak and current resident memory
+    and proportional share (PSS: shared pages, torch's libraries say, split between the processes
+    that map them), bytes."""
+    found = []
     for pid in pids_of(uid):
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1]) * 1024
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                          if ":" in line)
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
         except OSError:
-            pass
-    return total
+            continue
+        pss = next((int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:")), 0)
+        role = next((name for mark, name in ROLES if mark in cmdline), "other")
+        found.append({"pid": pid, "role": role, "peak_rss": int(status.get("VmHWM", "0 kB").split()[0]) * 1024,
+                      "rss": int(status.get("VmRSS", "0 kB").split()[0]) * 1024, "pss": pss})
+    return found
+
+
+def _by_role(uid: int, what: str) -> dict[str, int]:
+    """`what` (peak_rss, rss, pss) of a learner's processes, summed per role, MiB."""
+    out: dict[str, int] = {}
+    for proc in _processes(uid):
+        out[proc["role"]] = out.get(proc["role"], 0) + proc[what]
+    return {role: round(total / 2**20) for role, total in sorted(out.items())}
+
+
+# What the kernel holds once the learner's work is done: the packages it imported (top-level names,
+# the heavy ones by name) and whether torch made a CUDA context (hundreds of MiB of host memory).
+KERNEL_HOLDS = """\
+import json as _json, sys as _sys
+_top = sorted({_m.split(".")[0] for _m in _sys.modules})
+_cuda = "torch" in _sys.modules and _sys.modules["torch"].cuda.is_initialized()
+print("LABKIT_HOLDS " + _json.dumps({"modules": len(_sys.modules), "cuda_initialised": bool(_cuda),
+      "heavy": [_m for _m in ("torch", "triton", "numpy", "matplotlib", "ipywidgets", "scipy", "pandas", "PIL",
+                              "sympy", "jedi", "debugpy") if _m in _top]}))
+"""
 
 
 def _warm_kernel(person: Learner) -> str:
@@ -72,33 +108,128 @@ def _warm_kernel(person: Learner) -> str:
     return next(s["kernel"]["id"] for s in sessions if s.get("path") == room.START_NOTEBOOK)
 
 
+def first_output_split(t0: float, server: float, kernel: float, imports: float, first: float) -> dict:
+    """A cold (or warm) start's time to first output cut where each part ends, on one clock: the
+    server answering (`server`), the kernel answering kernel_info (`kernel`), the first cell's imports
+    done (`imports`), its first output (`first`). The parts add up to the whole by construction."""
+    marks = [t0, server, kernel, imports, first]
+    if any(b < a for a, b in zip(marks, marks[1:], strict=False)):
+        raise ValueError(f"the marks of a start are out of order: {marks}")
+    return {"server_start_s": server - t0, "kernel_start_s": kernel - server, "imports_s": imports - kernel,
+            "first_cell_s": first - imports, "first_output_s": first - t0}
+
+
 def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: str = "cold") -> None:
     """One learner from the moment they sit down: cold, their server and a kernel start then; warm,
-    the room started both before (hub start --warm) and the learner's notebook attaches to it."""
+    the room started both before (hub start --warm) and the learner's notebook attaches to it.
+    The first cell runs as its imports, then the rest (workload.split_imports), so that its time to
+    first output splits into server start, kernel start, imports and the cell's own work."""
     folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
+    uid = pwd.getpwnam(person.name).pw_uid
     cells = workload.cells(folder)
+    imports, rest = workload.split_imports(cells[0])
+    memory: dict = {}
+    paused = 0.0  # time spent reading the learner's memory, left out of their times
+
+    def sample(stage: str) -> None:
+        nonlocal paused
+        t = time.monotonic()
+        memory[stage] = _by_role(uid, "rss")
+        paused += time.monotonic() - t
+
+    def now() -> float:
+        return time.monotonic() - paused
+
     barrier.wait()
-    t0 = time.monotonic()
+    t0 = now()
     if start == "warm":
+        t_server = t0
         kernel = person.kernel(_warm_kernel(person))
     else:
         person.start_server()
+        t_server = now()
+        sample("server_ready_rss")
         kernel = person.kernel(person.start_kernel())
-    first = None
-    errors = []
+    errors, t_first = [], None
     try:
-        for code in cells:
+        kernel.kernel_info(timeout_s=1200)
+        t_kernel = now()
+        sample("kernel_ready_rss")
+        results = [kernel.execute(imports, timeout_s=1200)] if imports.strip() else []
+        t_imports = now()
+        if results and results[0].first_output_s is not None:  # an import that prints: the first output
+            t_first = t_kernel + results[0].first_output_s
+        sample("imports_done_rss")
+        for code in [rest, *cells[1:]]:
+            if not code.strip():
+                continue
+            t_sent = now()
             result = kernel.execute(code, timeout_s=1200)
-            if first is None and result.first_output_s is not None:
-                first = time.monotonic() - t0 - result.seconds + result.first_output_s
-            if result.error:
-                errors.append(f"{result.error['ename']}: {result.error['evalue']}")
+            results.append(result)
+            if t_first is None and result.first_output_s is not None:
+                t_first = t_sent + result.first_output_s
+        errors = [f"{r.error['ename']}: {r.error['evalue']}" for r in results if r.error]
         line = next(x for x in result.text().splitlines() if x.startswith(workload.REPRO_MARK))
         repro = json.loads(line.removeprefix(workload.REPRO_MARK))
+        t_last = now()
+        holds = kernel.execute(KERNEL_HOLDS, timeout_s=120).text()
+        memory["kernel_holds"] = json.loads(holds.split("LABKIT_HOLDS ", 1)[1]) if "LABKIT_HOLDS " in holds else None
+        memory["peak_rss"] = _by_role(uid, "peak_rss")
+        memory["pss"] = _by_role(uid, "pss")
     finally:
         kernel.close()
-    out[person.name] = {"first_output_s": first, "last_cell_s": time.monotonic() - t0, "errors": errors,
-                        "peak_rss_bytes": _peak_rss(pwd.getpwnam(person.name).pw_uid), **repro}
+    split = first_output_split(t0, t_server, t_kernel, min(t_imports, t_first), t_first) if t_first else None
+    out[person.name] = {"first_output_s": split and split["first_output_s"], "split": split,
+                        "last_cell_s": t_last - t0,
+                        "errors": errors, "peak_rss_bytes": _peak_rss(uid), "memory": memory, **repro}
+
+
+def _median_split(per: list[dict]) -> dict:
+    """Each part of the start, median over the learners, and the worst learner's split (the one whose
+    first output came last): its parts add up to the row's worst first output."""
+    splits = [p["split"] for p in per if p["split"]]
+    worst = max(splits, key=lambda s: s["first_output_s"])
+    return {"median": {k: round(statistics.median(s[k] for s in splits), 2) for k in worst},
+            "worst_learner": {k: round(v, 2) for k, v in worst.items()}}
+
+
+def _memory_split(per: list[dict]) -> dict:
+    """Per role (server, kernel, other), the median over the learners in MiB: resident memory when the
+    server answered, when the kernel answered, when the kit was imported, at its peak, and the PSS at
+    the end; and what the kernel held at the end."""
+    def med(stage: str) -> dict:
+        got = [p["memory"][stage] for p in per if p["memory"].get(stage)]
+        roles = sorted({r for g in got for r in g})
+        return {r: round(statistics.median(g.get(r, 0) for g in got)) for r in roles} if got else {}
+
+    holds = [p["memory"].get("kernel_holds") for p in per if p["memory"].get("kernel_holds")]
+    return {"server_ready_rss": med("server_ready_rss"), "kernel_ready_rss": med("kernel_ready_rss"),
+            "imports_done_rss": med("imports_done_rss"), "peak_rss": med("peak_rss"), "end_pss": med("pss"),
+            "kernel_holds": holds[0] if holds else None}
+
+
+PARTS = (("server_start_s", "server start"), ("kernel_start_s", "kernel start"), ("imports_s", "imports"),
+         ("first_cell_s", "first cell"))
+
+
+def describe_split(split: dict) -> str:
+    """'first output 13.5 s (worst learner) = server start 4.1 + kernel start 2.0 + ...; median ...'."""
+    def said(parts: dict) -> str:
+        return f"{parts['first_output_s']:.1f} s = " + " + ".join(f"{name} {parts[k]:.1f}" for k, name in PARTS)
+
+    return f"first output, worst learner: {said(split['worst_learner'])}; median of each part: {said(split['median'])}"
+
+
+def describe_memory(memory: dict) -> str:
+    """One line: each role's resident memory at each stage, the PSS at the end, what the kernel held."""
+    stages = (("server_ready_rss", "server up"), ("kernel_ready_rss", "kernel up"),
+              ("imports_done_rss", "kit imported"), ("peak_rss", "peak"), ("end_pss", "PSS at the end"))
+    holds = memory.get("kernel_holds") or {}
+    return ("memory (MiB, median learner): " + "; ".join(
+        f"{name} {', '.join(f'{role} {mib}' for role, mib in memory[key].items())}"
+        for key, name in stages if memory.get(key))
+        + (f"; the kernel held {holds['modules']} modules ({', '.join(holds['heavy'])}), CUDA context "
+           f"{'made' if holds['cuda_initialised'] else 'none'}" if holds else ""))
 
 
 def _loadavg() -> list[float]:
@@ -144,6 +275,8 @@ def bench(n: int, extra: list[str], start: str = "cold") -> dict:
         "learners": n, "start": start, "room_opened_s": round(spawn_s, 1), "proxy": proxy,
         "first_output_s": {"median": round(statistics.median(firsts), 2), "worst": round(max(firsts), 2)},
         "last_cell_s": {"median": round(statistics.median(lasts), 1), "worst": round(max(lasts), 1)},
+        "first_output_split_s": _median_split(per),
+        "memory_split_mib": _memory_split(per),
         "memory_per_learner_mib": {"median": round(statistics.median(p["peak_rss_bytes"] for p in per) / 2**20),
                                    "worst": round(max(p["peak_rss_bytes"] for p in per) / 2**20)},
         "gpu_memory_per_learner_mib": ({"median": round(statistics.median(gpu) / 2**20),
@@ -323,6 +456,8 @@ def main(argv: list[str]) -> int:
               + f" ({'every' if every else 'NOT every'} learner); load average "
               + " ".join(map(str, row["load_average"]["before"]))
               + (f"; ERRORS {row['errors']}" if row["errors"] else ""), flush=True)
+        print("   " + describe_split(row["first_output_split_s"]), flush=True)
+        print("   " + describe_memory(row["memory_split_mib"]), flush=True)
         if args.record:  # after every size: a call cut short by its time limit keeps the sizes it measured
             _write_record(args, argv, extra, rows)
     return 0
