@@ -12,7 +12,7 @@ allocator's peak) and whether every learner saw the corruption under the buggy g
 
     sudo .venv/bin/python -m labkit hub bench --learners 1,4,8 [--record]
 
---record writes room/labkit_room/data/cpu.json (room/labkit_room/data/gpu.json on a GPU) with
+--record writes room/labkit_room/data/cpu.json (room/labkit_room/data/gpu_box_rooms.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
 
     sudo .venv/bin/python -m labkit hub bench --neighbour [--record]
@@ -388,7 +388,7 @@ def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> 
     from labkit_room import record
 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
-    path = record.ROOM_GPU if kind == "gpu" else record.ROOM_CPU
+    path = record.ROOM_GPU_BOX if kind == "gpu" else record.ROOM_CPU
     provenance = _provenance(args, argv, extra)
     old = json.loads(path.read_text()) if args.merge and path.exists() else {"rooms": []}
     rows = records.merge_rows(old["rooms"], old.get("provenance"), rows, provenance,
@@ -406,7 +406,7 @@ def main(argv: list[str]) -> int:
                         help="cold (servers and kernels start when the learners sit down), warm (hub start --warm "
                              "started them before), or both (default cold,warm)")
     parser.add_argument("--record", action="store_true",
-                        help="write the record (room/labkit_room/data/cpu.json or gpu.json)")
+                        help="write the record (room/labkit_room/data/cpu.json, or gpu_box_rooms.json on a GPU)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
     parser.add_argument("--merge", action="store_true",
