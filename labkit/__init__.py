@@ -28,7 +28,8 @@ def _in_jupyter_server() -> bool:
     """Whether a Jupyter server imports the kit: it loads labkit.tools.lab_server as an extension (the
     lab's, and every learner's server in a room) and runs no lesson code, while torch would add
     hundreds of MiB to every learner's server (more with CUDA's libraries) and seconds to its start."""
-    return "jupyter_server.serverapp" in _sys.modules
+    server = _sys.modules.get("jupyter_server.serverapp")  # imported by a server before its extensions
+    return server is not None and server.ServerApp.initialized()
 
 
 # `python -m labkit` (labkit/__main__.py) imports the backends itself, for the commands that run

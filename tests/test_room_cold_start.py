@@ -59,7 +59,8 @@ def test_the_room_leaves_another_owners_package_alone_and_says_how(tmp_path, mon
 
 SERVER_IMPORTS = """\
 import json, sys
-import jupyter_server.serverapp  # what a Jupyter server has imported when it loads its extensions
+import jupyter_server.serverapp
+jupyter_server.serverapp.ServerApp.instance()  # what a Jupyter server has made when it loads its extensions
 import labkit.tools.lab_server, labkit_room.learner_server
 quiet = "torch" not in sys.modules
 import labkit
@@ -72,10 +73,12 @@ def test_a_learners_server_loads_the_kits_extensions_without_torch():
     pytest.importorskip("jupyter_server")
     out = subprocess.run([sys.executable, "-c", SERVER_IMPORTS], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == {"no_torch": True, "describe": True, "torch_now": True}
-    # Anywhere else (a kernel, a script) `import labkit` still brings the backends first.
-    out = subprocess.run([sys.executable, "-c", "import sys, labkit; print('labkit.backends' in sys.modules)"],
-                         capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    # Anywhere else (a kernel, a script, one that imported the server's module) `import labkit` still
+    # brings the backends first.
+    for first in ("", "import jupyter_server.serverapp; "):
+        code = first + "import sys, labkit; print('labkit.backends' in sys.modules)"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "True", first
 
 
 @pytest.fixture
@@ -116,3 +119,16 @@ def test_a_starts_split_adds_up_to_its_first_output_and_refuses_marks_out_of_ord
     assert worst["first_output_s"] == 9.25 == sum(worst[k] for k, _ in hub_bench.PARTS)
     said = hub_bench.describe_split(row)
     assert said.startswith("first output, worst learner: 9.2 s = server start 6.0 + kernel start 2.0")
+
+
+def test_the_gpu_box_compiles_the_byte_code_of_the_site_it_installs_before_any_room_runs():
+    # Its wheels go in with --no-compile into a root-owned folder: the learners could not write the byte-code.
+    from labkit import paths
+
+    script = (paths.REPO / "room" / "bench" / "gpu_box.sh").read_text()
+    lines = [line.strip() for line in script.splitlines() if not line.lstrip().startswith("#")]
+    install = next(i for i, line in enumerate(lines) if "pip install" in line and "--target" in line)
+    site = lines[install].split("--target", 1)[1].split()[0]
+    compiled = next(i for i, line in enumerate(lines) if "compileall" in line and site in line.split())
+    bench = next(i for i, line in enumerate(lines) if "labkit hub bench" in line or "pytest" in line)
+    assert install < compiled < bench

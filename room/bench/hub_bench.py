@@ -8,7 +8,12 @@ it (triton with real CUDA graphs on a GPU, torch on a CPU). Printed per N: time 
 learner's first output and to their last cell (median, worst), memory per learner (peak RSS of
 their server and kernel together), and on a GPU the GPU memory per learner (the caching
 allocator's peak) and whether every learner saw the corruption under the buggy graphs and 50 of
-50 right with the fix. A benchmark, not a test: it prints figures and asserts no speed.
+50 right with the fix. Where the first output's time goes, cut on one clock: the server's start
+(spawn to its answer), the kernel's (to its kernel_info reply), the first cell's imports and its
+own work (the cell runs as its imports, then the rest); the CPU seconds a learner's server and
+kernel spent by then; and their memory apart (RSS as each part ends, peak, PSS at the end, what
+the kernel imported, whether it made a CUDA context). A benchmark, not a test: it prints figures
+and asserts no speed.
 
     sudo .venv/bin/python -m labkit hub bench --learners 1,4,8 [--record]
 
@@ -73,20 +78,24 @@ def _processes(uid: int) -> list[dict]:
             status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                           if ":" in line)
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+            ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]  # utime, stime
         except OSError:
             continue
         pss = next((int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:")), 0)
         role = next((name for mark, name in ROLES if mark in cmdline), "other")
         found.append({"pid": pid, "role": role, "peak_rss": int(status.get("VmHWM", "0 kB").split()[0]) * 1024,
-                      "rss": int(status.get("VmRSS", "0 kB").split()[0]) * 1024, "pss": pss})
+                      "rss": int(status.get("VmRSS", "0 kB").split()[0]) * 1024, "pss": pss,
+                      "cpu_s": sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK")})
     return found
 
 
-def _by_role(uid: int, what: str) -> dict[str, int]:
-    """`what` (peak_rss, rss, pss) of a learner's processes, summed per role, MiB."""
-    out: dict[str, int] = {}
+def _by_role(uid: int, what: str) -> dict[str, float]:
+    """`what` of a learner's processes summed per role: peak_rss, rss, pss in MiB, cpu_s in CPU seconds."""
+    out: dict[str, float] = {}
     for proc in _processes(uid):
         out[proc["role"]] = out.get(proc["role"], 0) + proc[what]
+    if what == "cpu_s":
+        return {role: round(total, 2) for role, total in sorted(out.items())}
     return {role: round(total / 2**20) for role, total in sorted(out.items())}
 
 
@@ -150,7 +159,7 @@ def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: 
         t_server = now()
         sample("server_ready_rss")
         kernel = person.kernel(person.start_kernel())
-    errors, t_first = [], None
+    errors, t_first, cpu_at_first = [], None, {}
     try:
         kernel.kernel_info(timeout_s=1200)
         t_kernel = now()
@@ -168,6 +177,7 @@ def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: 
             results.append(result)
             if t_first is None and result.first_output_s is not None:
                 t_first = t_sent + result.first_output_s
+                cpu_at_first = _by_role(uid, "cpu_s")  # the CPU the start cost, per process (low noise)
         errors = [f"{r.error['ename']}: {r.error['evalue']}" for r in results if r.error]
         line = next(x for x in result.text().splitlines() if x.startswith(workload.REPRO_MARK))
         repro = json.loads(line.removeprefix(workload.REPRO_MARK))
@@ -181,7 +191,8 @@ def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: 
     split = first_output_split(t0, t_server, t_kernel, min(t_imports, t_first), t_first) if t_first else None
     out[person.name] = {"first_output_s": split and split["first_output_s"], "split": split,
                         "last_cell_s": t_last - t0,
-                        "errors": errors, "peak_rss_bytes": _peak_rss(uid), "memory": memory, **repro}
+                        "errors": errors, "peak_rss_bytes": _peak_rss(uid), "memory": memory,
+                        "cpu_at_first_output_s": cpu_at_first, **repro}
 
 
 def _median_split(per: list[dict]) -> dict:
@@ -276,6 +287,9 @@ def bench(n: int, extra: list[str], start: str = "cold") -> dict:
         "first_output_s": {"median": round(statistics.median(firsts), 2), "worst": round(max(firsts), 2)},
         "last_cell_s": {"median": round(statistics.median(lasts), 1), "worst": round(max(lasts), 1)},
         "first_output_split_s": _median_split(per),
+        "cpu_at_first_output_s": {
+            role: round(statistics.median(p["cpu_at_first_output_s"].get(role, 0) for p in per), 2)
+            for role in sorted({r for p in per for r in p["cpu_at_first_output_s"]})},
         "memory_split_mib": _memory_split(per),
         "memory_per_learner_mib": {"median": round(statistics.median(p["peak_rss_bytes"] for p in per) / 2**20),
                                    "worst": round(max(p["peak_rss_bytes"] for p in per) / 2**20)},
@@ -458,6 +472,8 @@ def main(argv: list[str]) -> int:
               + (f"; ERRORS {row['errors']}" if row["errors"] else ""), flush=True)
         print("   " + describe_split(row["first_output_split_s"]), flush=True)
         print("   " + describe_memory(row["memory_split_mib"]), flush=True)
+        print("   CPU seconds of a learner's processes by their first output (median learner): "
+              + ", ".join(f"{role} {cpu:.2f}" for role, cpu in row["cpu_at_first_output_s"].items()), flush=True)
         if args.record:  # after every size: a call cut short by its time limit keeps the sizes it measured
             _write_record(args, argv, extra, rows)
     return 0

@@ -145,7 +145,8 @@ def render_cpu() -> str:
                          largest.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
     return (f"On this repository's CPU machine, {most} learners starting together: {said}:\n\n"
             + render_table(record) + "\n\n" + _provenance(record) + " Times run from the moment every learner "
-            "sits down at once (a barrier). Memory is the peak resident memory of a learner's server and kernel.")
+            "sits down at once (a barrier). Memory is the peak resident memory of a learner's server and kernel."
+            + _split_words(record))
 
 
 def _card(record: dict, row: dict) -> str:
