@@ -24,11 +24,20 @@ def _run_as_module() -> tuple[str, str] | None:
     return module, next((a for a in argv[at + 2:] if not a.startswith("-")), "")
 
 
+def _in_jupyter_server() -> bool:
+    """Whether a Jupyter server imports the kit: it loads labkit.tools.lab_server as an extension (the
+    lab's, and every learner's server in a room) and runs no lesson code, while torch would add
+    hundreds of MiB to every learner's server (more with CUDA's libraries) and seconds to its start."""
+    server = _sys.modules.get("jupyter_server.serverapp")  # imported by a server before its extensions
+    return server is not None and server.ServerApp.initialized()
+
+
 # `python -m labkit` (labkit/__main__.py) imports the backends itself, for the commands that run
-# kernels: `lab` and `setup` run before the venv exists, on a Python without torch. Everywhere else
-# labkit.backends comes first: it sets TRITON_INTERPRET before anything imports triton.
+# kernels: `lab` and `setup` run before the venv exists, on a Python without torch. A Jupyter server
+# needs none of them (above). Everywhere else labkit.backends comes first: it sets TRITON_INTERPRET
+# before anything imports triton.
 _RUN_AS = _run_as_module()
-if _RUN_AS is None or _RUN_AS[0] != "labkit":
+if (_RUN_AS is None or _RUN_AS[0] != "labkit") and not _in_jupyter_server():
     try:
         from labkit.backends import backend, default_device, describe, set_backend
     except _EnvironmentValueError as _err:

@@ -8,11 +8,16 @@ it (triton with real CUDA graphs on a GPU, torch on a CPU). Printed per N: time 
 learner's first output and to their last cell (median, worst), memory per learner (peak RSS of
 their server and kernel together), and on a GPU the GPU memory per learner (the caching
 allocator's peak) and whether every learner saw the corruption under the buggy graphs and 50 of
-50 right with the fix. A benchmark, not a test: it prints figures and asserts no speed.
+50 right with the fix. Where the first output's time goes, cut on one clock: the server's start
+(spawn to its answer), the kernel's (to its kernel_info reply), the first cell's imports and its
+own work (the cell runs as its imports, then the rest); the CPU seconds a learner's server and
+kernel spent by then; and their memory apart (RSS as each part ends, peak, PSS at the end, what
+the kernel imported, whether it made a CUDA context). A benchmark, not a test: it prints figures
+and asserts no speed.
 
     sudo .venv/bin/python -m labkit hub bench --learners 1,4,8 [--record]
 
---record writes room/labkit_room/data/cpu.json (room/labkit_room/data/gpu.json on a GPU) with
+--record writes room/labkit_room/data/cpu.json (room/labkit_room/data/gpu_box_rooms.json on a GPU) with
 its provenance; `python -m labkit docs --write` renders it into docs/INSTRUCTOR_GUIDE.md.
 
     sudo .venv/bin/python -m labkit hub bench --neighbour [--record]
@@ -55,15 +60,55 @@ PROG = "python -m labkit hub bench"
 
 def _peak_rss(uid: int) -> int:
     """Sum of VmHWM (peak resident memory) of a learner's processes, bytes."""
-    total = 0
+    return sum(p["peak_rss"] for p in _processes(uid))
+
+
+# Which of a learner's processes is which, by its command line.
+ROLES = (("jupyterhub.singleuser", "server"), ("labkit_room.kernel", "kernel"))
+
+
+def _processes(uid: int) -> list[dict]:
+    """A learner's processes with their role (server, kernel, other), peak and current resident memory
+    and proportional share (PSS: shared pages, torch's libraries say, split between the processes
+    that map them), bytes."""
+    found = []
     for pid in pids_of(uid):
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1]) * 1024
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                          if ":" in line)
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+            ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]  # utime, stime
         except OSError:
-            pass
-    return total
+            continue
+        pss = next((int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:")), 0)
+        role = next((name for mark, name in ROLES if mark in cmdline), "other")
+        found.append({"pid": pid, "role": role, "peak_rss": int(status.get("VmHWM", "0 kB").split()[0]) * 1024,
+                      "rss": int(status.get("VmRSS", "0 kB").split()[0]) * 1024, "pss": pss,
+                      "cpu_s": sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK")})
+    return found
+
+
+def _by_role(uid: int, what: str) -> dict[str, float]:
+    """`what` of a learner's processes summed per role: peak_rss, rss, pss in MiB, cpu_s in CPU seconds."""
+    out: dict[str, float] = {}
+    for proc in _processes(uid):
+        out[proc["role"]] = out.get(proc["role"], 0) + proc[what]
+    if what == "cpu_s":
+        return {role: round(total, 2) for role, total in sorted(out.items())}
+    return {role: round(total / 2**20) for role, total in sorted(out.items())}
+
+
+# What the kernel holds once the learner's work is done: the packages it imported (top-level names,
+# the heavy ones by name) and whether torch made a CUDA context (hundreds of MiB of host memory).
+KERNEL_HOLDS = """\
+import json as _json, sys as _sys
+_top = sorted({_m.split(".")[0] for _m in _sys.modules})
+_cuda = "torch" in _sys.modules and _sys.modules["torch"].cuda.is_initialized()
+print("LABKIT_HOLDS " + _json.dumps({"modules": len(_sys.modules), "cuda_initialised": bool(_cuda),
+      "heavy": [_m for _m in ("torch", "triton", "numpy", "matplotlib", "ipywidgets", "scipy", "pandas", "PIL",
+                              "sympy", "jedi", "debugpy") if _m in _top]}))
+"""
 
 
 def _warm_kernel(person: Learner) -> str:
@@ -72,33 +117,130 @@ def _warm_kernel(person: Learner) -> str:
     return next(s["kernel"]["id"] for s in sessions if s.get("path") == room.START_NOTEBOOK)
 
 
+def first_output_split(t0: float, server: float, kernel: float, imports: float, first: float) -> dict:
+    """A cold (or warm) start's time to first output cut where each part ends, on one clock: the
+    server answering (`server`), the kernel answering kernel_info (`kernel`), the first cell's imports
+    done (`imports`), its first output (`first`). The parts add up to the whole by construction."""
+    marks = [t0, server, kernel, imports, first]
+    if any(b < a for a, b in zip(marks, marks[1:], strict=False)):
+        raise ValueError(f"the marks of a start are out of order: {marks}")
+    return {"server_start_s": server - t0, "kernel_start_s": kernel - server, "imports_s": imports - kernel,
+            "first_cell_s": first - imports, "first_output_s": first - t0}
+
+
 def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: str = "cold") -> None:
     """One learner from the moment they sit down: cold, their server and a kernel start then; warm,
-    the room started both before (hub start --warm) and the learner's notebook attaches to it."""
+    the room started both before (hub start --warm) and the learner's notebook attaches to it.
+    The first cell runs as its imports, then the rest (workload.split_imports), so that its time to
+    first output splits into server start, kernel start, imports and the cell's own work."""
     folder = Path(pwd.getpwnam(person.name).pw_dir) / room.LEARNER_FOLDER
+    uid = pwd.getpwnam(person.name).pw_uid
     cells = workload.cells(folder)
+    imports, rest = workload.split_imports(cells[0])
+    memory: dict = {}
+    paused = 0.0  # time spent reading the learner's memory, left out of their times
+
+    def sample(stage: str) -> None:
+        nonlocal paused
+        t = time.monotonic()
+        memory[stage] = _by_role(uid, "rss")
+        paused += time.monotonic() - t
+
+    def now() -> float:
+        return time.monotonic() - paused
+
     barrier.wait()
-    t0 = time.monotonic()
+    t0 = now()
     if start == "warm":
+        t_server = t0
         kernel = person.kernel(_warm_kernel(person))
     else:
         person.start_server()
+        t_server = now()
+        sample("server_ready_rss")
         kernel = person.kernel(person.start_kernel())
-    first = None
-    errors = []
+    errors, t_first, cpu_at_first = [], None, {}
     try:
-        for code in cells:
+        kernel.kernel_info(timeout_s=1200)
+        t_kernel = now()
+        sample("kernel_ready_rss")
+        results = [kernel.execute(imports, timeout_s=1200)] if imports.strip() else []
+        t_imports = now()
+        if results and results[0].first_output_s is not None:  # an import that prints: the first output
+            t_first = t_kernel + results[0].first_output_s
+        sample("imports_done_rss")
+        for code in [rest, *cells[1:]]:
+            if not code.strip():
+                continue
+            t_sent = now()
             result = kernel.execute(code, timeout_s=1200)
-            if first is None and result.first_output_s is not None:
-                first = time.monotonic() - t0 - result.seconds + result.first_output_s
-            if result.error:
-                errors.append(f"{result.error['ename']}: {result.error['evalue']}")
+            results.append(result)
+            if t_first is None and result.first_output_s is not None:
+                t_first = t_sent + result.first_output_s
+                cpu_at_first = _by_role(uid, "cpu_s")  # the CPU the start cost, per process (low noise)
+        errors = [f"{r.error['ename']}: {r.error['evalue']}" for r in results if r.error]
         line = next(x for x in result.text().splitlines() if x.startswith(workload.REPRO_MARK))
         repro = json.loads(line.removeprefix(workload.REPRO_MARK))
+        t_last = now()
+        holds = kernel.execute(KERNEL_HOLDS, timeout_s=120).text()
+        memory["kernel_holds"] = json.loads(holds.split("LABKIT_HOLDS ", 1)[1]) if "LABKIT_HOLDS " in holds else None
+        memory["peak_rss"] = _by_role(uid, "peak_rss")
+        memory["pss"] = _by_role(uid, "pss")
     finally:
         kernel.close()
-    out[person.name] = {"first_output_s": first, "last_cell_s": time.monotonic() - t0, "errors": errors,
-                        "peak_rss_bytes": _peak_rss(pwd.getpwnam(person.name).pw_uid), **repro}
+    split = first_output_split(t0, t_server, t_kernel, min(t_imports, t_first), t_first) if t_first else None
+    out[person.name] = {"first_output_s": split and split["first_output_s"], "split": split,
+                        "last_cell_s": t_last - t0,
+                        "errors": errors, "peak_rss_bytes": _peak_rss(uid), "memory": memory,
+                        "cpu_at_first_output_s": cpu_at_first, **repro}
+
+
+def _median_split(per: list[dict]) -> dict:
+    """Each part of the start, median over the learners, and the worst learner's split (the one whose
+    first output came last): its parts add up to the row's worst first output."""
+    splits = [p["split"] for p in per if p["split"]]
+    worst = max(splits, key=lambda s: s["first_output_s"])
+    return {"median": {k: round(statistics.median(s[k] for s in splits), 2) for k in worst},
+            "worst_learner": {k: round(v, 2) for k, v in worst.items()}}
+
+
+def _memory_split(per: list[dict]) -> dict:
+    """Per role (server, kernel, other), the median over the learners in MiB: resident memory when the
+    server answered, when the kernel answered, when the kit was imported, at its peak, and the PSS at
+    the end; and what the kernel held at the end."""
+    def med(stage: str) -> dict:
+        got = [p["memory"][stage] for p in per if p["memory"].get(stage)]
+        roles = sorted({r for g in got for r in g})
+        return {r: round(statistics.median(g.get(r, 0) for g in got)) for r in roles} if got else {}
+
+    holds = [p["memory"].get("kernel_holds") for p in per if p["memory"].get("kernel_holds")]
+    return {"server_ready_rss": med("server_ready_rss"), "kernel_ready_rss": med("kernel_ready_rss"),
+            "imports_done_rss": med("imports_done_rss"), "peak_rss": med("peak_rss"), "end_pss": med("pss"),
+            "kernel_holds": holds[0] if holds else None}
+
+
+PARTS = (("server_start_s", "server start"), ("kernel_start_s", "kernel start"), ("imports_s", "imports"),
+         ("first_cell_s", "first cell"))
+
+
+def describe_split(split: dict) -> str:
+    """'first output 13.5 s (worst learner) = server start 4.1 + kernel start 2.0 + ...; median ...'."""
+    def said(parts: dict) -> str:
+        return f"{parts['first_output_s']:.1f} s = " + " + ".join(f"{name} {parts[k]:.1f}" for k, name in PARTS)
+
+    return f"first output, worst learner: {said(split['worst_learner'])}; median of each part: {said(split['median'])}"
+
+
+def describe_memory(memory: dict) -> str:
+    """One line: each role's resident memory at each stage, the PSS at the end, what the kernel held."""
+    stages = (("server_ready_rss", "server up"), ("kernel_ready_rss", "kernel up"),
+              ("imports_done_rss", "kit imported"), ("peak_rss", "peak"), ("end_pss", "PSS at the end"))
+    holds = memory.get("kernel_holds") or {}
+    return ("memory (MiB, median learner): " + "; ".join(
+        f"{name} {', '.join(f'{role} {mib}' for role, mib in memory[key].items())}"
+        for key, name in stages if memory.get(key))
+        + (f"; the kernel held {holds['modules']} modules ({', '.join(holds['heavy'])}), CUDA context "
+           f"{'made' if holds['cuda_initialised'] else 'none'}" if holds else ""))
 
 
 def _loadavg() -> list[float]:
@@ -144,6 +286,11 @@ def bench(n: int, extra: list[str], start: str = "cold") -> dict:
         "learners": n, "start": start, "room_opened_s": round(spawn_s, 1), "proxy": proxy,
         "first_output_s": {"median": round(statistics.median(firsts), 2), "worst": round(max(firsts), 2)},
         "last_cell_s": {"median": round(statistics.median(lasts), 1), "worst": round(max(lasts), 1)},
+        "first_output_split_s": _median_split(per),
+        "cpu_at_first_output_s": {
+            role: round(statistics.median(p["cpu_at_first_output_s"].get(role, 0) for p in per), 2)
+            for role in sorted({r for p in per for r in p["cpu_at_first_output_s"]})},
+        "memory_split_mib": _memory_split(per),
         "memory_per_learner_mib": {"median": round(statistics.median(p["peak_rss_bytes"] for p in per) / 2**20),
                                    "worst": round(max(p["peak_rss_bytes"] for p in per) / 2**20)},
         "gpu_memory_per_learner_mib": ({"median": round(statistics.median(gpu) / 2**20),
@@ -255,7 +402,7 @@ def _write_record(args, argv: list[str], extra: list[str], rows: list[dict]) -> 
     from labkit_room import record
 
     kind = "gpu" if torch.cuda.is_available() else "cpu"
-    path = record.ROOM_GPU if kind == "gpu" else record.ROOM_CPU
+    path = record.ROOM_GPU_BOX if kind == "gpu" else record.ROOM_CPU
     provenance = _provenance(args, argv, extra)
     old = json.loads(path.read_text()) if args.merge and path.exists() else {"rooms": []}
     rows = records.merge_rows(old["rooms"], old.get("provenance"), rows, provenance,
@@ -273,7 +420,7 @@ def main(argv: list[str]) -> int:
                         help="cold (servers and kernels start when the learners sit down), warm (hub start --warm "
                              "started them before), or both (default cold,warm)")
     parser.add_argument("--record", action="store_true",
-                        help="write the record (room/labkit_room/data/cpu.json or gpu.json)")
+                        help="write the record (room/labkit_room/data/cpu.json, or gpu_box_rooms.json on a GPU)")
     parser.add_argument("--proxy", default="auto", choices=("auto", "node", "python"))
     parser.add_argument("--memory", default=None, help="per-learner memory limit passed to the hub (e.g. 3G)")
     parser.add_argument("--merge", action="store_true",
@@ -323,6 +470,10 @@ def main(argv: list[str]) -> int:
               + f" ({'every' if every else 'NOT every'} learner); load average "
               + " ".join(map(str, row["load_average"]["before"]))
               + (f"; ERRORS {row['errors']}" if row["errors"] else ""), flush=True)
+        print("   " + describe_split(row["first_output_split_s"]), flush=True)
+        print("   " + describe_memory(row["memory_split_mib"]), flush=True)
+        print("   CPU seconds of a learner's processes by their first output (median learner): "
+              + ", ".join(f"{role} {cpu:.2f}" for role, cpu in row["cpu_at_first_output_s"].items()), flush=True)
         if args.record:  # after every size: a call cut short by its time limit keeps the sizes it measured
             _write_record(args, argv, extra, rows)
     return 0

@@ -39,3 +39,20 @@ def cells(folder: Path) -> list[str]:
     paths = [folder / learner_name(name) if (folder / learner_name(name)).is_file() else folder / name
              for name in NOTEBOOKS]
     return [code for path in paths for code in notebook_cells(path)] + [REPRO]
+
+
+def split_imports(code: str) -> tuple[str, str]:
+    """(its imports, the rest) of a cell: the leading lines that are magics, comments, blank or a
+    one-line ``import``/``from ... import``, then everything after. Run one after the other, the two
+    do what the cell does; the bench times them apart (how long the kit's import takes before the
+    first cell's own work)."""
+    lines = code.splitlines(keepends=True)
+    head = 0
+    for line in lines:
+        bare = line.strip()
+        if not (not bare or bare.startswith(("%", "#", "import ")) or (bare.startswith("from ") and " import " in bare)
+                ) or bare.endswith(("(", "\\", ",")):
+            break
+        head += 1
+    return "".join(lines[:head]), "".join(lines[head:])
+

@@ -212,6 +212,24 @@ class KernelSession:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def kernel_info(self, timeout_s: float = 300) -> dict:
+        """Ask the kernel who it is and wait for its answer (the kernel has started once it answers, as
+        JupyterLab takes it); returns the reply's content."""
+        msg_id = uuid.uuid4().hex
+        self.ws.send(json.dumps({"header": {"msg_id": msg_id, "username": "labkit", "session": self.session,
+                                            "msg_type": "kernel_info_request", "version": "5.3", "date": ""},
+                                 "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+                                 "content": {}}))
+        t0 = time.monotonic()
+        while True:
+            left = timeout_s - (time.monotonic() - t0)
+            if left <= 0:
+                raise HubClientError(f"no kernel_info reply in {timeout_s:.0f} s")
+            self.ws.settimeout(max(1.0, left))
+            reply = json.loads(self.ws.recv())
+            if reply.get("parent_header", {}).get("msg_id") == msg_id and reply["msg_type"] == "kernel_info_reply":
+                return reply["content"]
+
     def execute(self, code: str, timeout_s: float = 300, silent: bool = False) -> CellResult:
         """Run `code` and collect what it sends back. `silent`: as Jupyter's protocol means it, no
         output, no execution count, no history (a room's warm-up runs so in a learner's kernel)."""

@@ -258,6 +258,7 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
                  "before it (docs/INSTRUCTOR_GUIDE.md, 'A room on a public address') or give --tls-cert/--tls-key.")
         RUNTIME_DIR.mkdir(parents=True, exist_ok=True)
         python, python_env = runtime.learner_python(RUNTIME_DIR)
+        runtime.compile_learner_packages(log=_say)
         kit = runtime.kit_copy(RUNTIME_DIR)
         template = RUNTIME_DIR / "learner-folder"
         shutil.rmtree(template, ignore_errors=True)

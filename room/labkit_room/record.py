@@ -4,7 +4,8 @@ docs/INSTRUCTOR_GUIDE.md between ``<!-- cpu:hub-room -->``, ``<!-- gpu:hub-room 
 tests/test_taught_numbers.py ties each block to its record).
 
     room/labkit_room/data/cpu.json             this repository's CPU machine, N = 1, 4, 8
-    room/labkit_room/data/gpu.json             the GPU box, N = 1, 10, 30 (room/bench/gpu_box.sh)
+    room/labkit_room/data/gpu_box_rooms.json   the GPU box, N = 1, 10, 30 (room/bench/gpu_box.sh); each row
+                                               names its machine (card, cores) and commit
     room/labkit_room/data/neighbour_cpu.json   a learner beside a hostile one (hub bench --neighbour), CPU machine
     room/labkit_room/data/neighbour_gpu.json   the same on the GPU box
 
@@ -14,16 +15,18 @@ tests/test_taught_numbers.py ties each block to its record).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
 ROOM_CPU = DATA / "cpu.json"  # rooms on this CPU machine
-ROOM_GPU = DATA / "gpu.json"  # rooms on the GPU box (each row names its card)
+ROOM_GPU_BOX = DATA / "gpu_box_rooms.json"  # rooms on the GPU box, whichever card (each row names its own)
 KERNEL_MEMORY = DATA / "kernel_memory.json"  # one kernel's memory, per torch build
 ROOM_NEIGHBOUR_CPU = DATA / "neighbour_cpu.json"  # a learner beside a hostile one, CPU machine
 ROOM_NEIGHBOUR_GPU = DATA / "neighbour_gpu.json"  # the same on the GPU box
 
-RECORDS = {"cpu": ROOM_CPU, "gpu": ROOM_GPU, "neighbour-cpu": ROOM_NEIGHBOUR_CPU, "neighbour-gpu": ROOM_NEIGHBOUR_GPU}
+RECORDS = {"cpu": ROOM_CPU, "gpu": ROOM_GPU_BOX, "neighbour-cpu": ROOM_NEIGHBOUR_CPU,
+           "neighbour-gpu": ROOM_NEIGHBOUR_GPU}
 
 
 def load(kind: str) -> dict | None:
@@ -49,17 +52,42 @@ def _start(row: dict) -> str | None:
     return row.get("start")
 
 
+def _split(row: dict) -> str:
+    """The worst learner's time to first output, part by part ('-' for rows measured before the bench split it)."""
+    worst = (row.get("first_output_split_s") or {}).get("worst_learner")
+    if not worst:
+        return "-"
+    return " + ".join(f"{worst[k]:.1f}" for k in SPLIT_PARTS)
+
+
+def _server_kernel(row: dict) -> str:
+    """A learner's server and kernel at their peak (median learner), or '-' where not measured apart."""
+    peak = (row.get("memory_split_mib") or {}).get("peak_rss") or {}
+    return f"{peak['server']} / {peak['kernel']} MiB" if "server" in peak and "kernel" in peak else "-"
+
+
+# The parts of a start's time to first output, in the order they happen (room/bench/hub_bench.py).
+SPLIT_PARTS = ("server_start_s", "kernel_start_s", "imports_s", "first_cell_s")
+
+
 def render_table(record: dict) -> str:
     gpu = any(row.get("gpu_memory_per_learner_mib") for row in record["rooms"])
-    head = ("| learners | start | first output, median / worst | last cell, median / worst "
-            "| memory per learner" + (" | GPU memory per learner" if gpu else "")
+    split = any(row.get("first_output_split_s") for row in record["rooms"])
+    head = ("| learners | start | first output, median / worst "
+            + ("| worst: server + kernel + imports + first cell " if split else "")
+            + "| last cell, median / worst | memory per learner"
+            + (" | server / kernel" if split else "") + (" | GPU memory per learner" if gpu else "")
             + " | buggy corrupted / fixed right |")
     rows = [head, "|" + " --- |" * (head.count("|") - 1)]
     for row in record["rooms"]:
         first, last, mem = row["first_output_s"], row["last_cell_s"], row["memory_per_learner_mib"]
         cells = [str(row["learners"]), _start(row) or "servers before",
-                 f"{first['median']:.1f} / {first['worst']:.1f} s", f"{last['median']:.0f} / {last['worst']:.0f} s",
-                 f"{mem['median']} MiB"]
+                 f"{first['median']:.1f} / {first['worst']:.1f} s"]
+        if split:
+            cells.append(_split(row) + (" s" if _split(row) != "-" else ""))
+        cells += [f"{last['median']:.0f} / {last['worst']:.0f} s", f"{mem['median']} MiB"]
+        if split:
+            cells.append(_server_kernel(row))
         if gpu:
             g = row.get("gpu_memory_per_learner_mib")
             cells.append(f"{g['median']} MiB" if g else "-")
@@ -117,7 +145,52 @@ def render_cpu() -> str:
                          largest.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
     return (f"On this repository's CPU machine, {most} learners starting together: {said}:\n\n"
             + render_table(record) + "\n\n" + _provenance(record) + " Times run from the moment every learner "
-            "sits down at once (a barrier). Memory is the peak resident memory of a learner's server and kernel.")
+            "sits down at once (a barrier). Memory is the peak resident memory of a learner's server and kernel."
+            + _split_words(record))
+
+
+def _card(record: dict, row: dict) -> str:
+    """The GPU a row was measured on, from its machine: '16 cores (...), 126 GiB, NVIDIA H200' -> 'NVIDIA H200'."""
+    return _row_provenance(record, row)["machine"].rpartition(", ")[2]
+
+
+def holds_sentence(record: dict) -> str:
+    """'One <card> holds N learners with first output under T s ...': the largest room that ran without
+    errors, per start (cold: a learner who arrives late or whose server the culler ended; warm: the
+    room started their server and kernel before), each with the card its row was measured on."""
+    rows = [r for r in record["rooms"] if not r["errors"]]
+    if not rows:
+        return "No room size ran cleanly"
+    most = max(r["learners"] for r in rows)
+    largest = sorted((r for r in rows if r["learners"] == most), key=lambda r: (_start(r) is None, _start(r) or ""))
+    cards = {_card(record, r) for r in largest}
+    said = {"cold": "for a learner whose server and kernel start as they sit down (cold)",
+            "warm": "in a room started before (warm)", None: "with servers started before"}
+    # Under: the worst learner's time rounded up (9.2 s is under 10 s, not under 9).
+    parts = [f"under {math.ceil(r['first_output_s']['worst'])} s {said[_start(r)]}"
+             + (f" on an {_card(record, r)}" if len(cards) > 1 else "") for r in largest]
+    who = f"One {cards.pop()}" if len(cards) == 1 else "One GPU box"
+    return f"{who} holds {most} learners with first output " + " and ".join(parts) + " (the worst learner's)"
+
+
+def _split_words(record: dict) -> str:
+    """Where a cold start's time went, in words, for the largest cold room that has it."""
+    cold = [r for r in record["rooms"] if _start(r) == "cold" and r.get("first_output_split_s") and not r["errors"]]
+    if not cold:
+        return ""
+    row = max(cold, key=lambda r: r["learners"])
+    worst = row["first_output_split_s"]["worst_learner"]
+    names = ("the server's start (spawn to its answer)", "the kernel's start (to its kernel_info reply; the "
+             "kernel imports torch for the room's limits)", "the first cell's imports", "its own work")
+    parts = ", ".join(f"{name} {worst[k]:.1f} s" for name, k in zip(names, SPLIT_PARTS, strict=True))
+    memory = row.get("memory_split_mib") or {}
+    holds = memory.get("kernel_holds") or {}
+    peak = memory.get("peak_rss") or {}
+    kernel = (f"; at their peak a learner's server held {peak.get('server')} MiB and their kernel "
+              f"{peak.get('kernel')} MiB ({', '.join(holds.get('heavy', []))} imported"
+              f"{', with a CUDA context' if holds.get('cuda_initialised') else ''})" if peak else "")
+    return (f" Where a cold start's time goes, for the last of {row['learners']} learners to see output: "
+            f"{parts}{kernel}.")
 
 
 def render_gpu() -> str:
@@ -125,15 +198,20 @@ def render_gpu() -> str:
     if record is None:
         return ("Not measured on a GPU box yet: `room/bench/gpu_box.sh` says what to carry to the box and runs "
                 "N = 1, 10 and 30 there; `python -m labkit docs --write` then renders the figures here.")
-    rows = [r for r in record["rooms"] if not r["errors"]]
-    best = max(rows, key=lambda r: r["learners"]) if rows else None
-    card = _row_provenance(record, best)["machine"].rpartition(", ")[2] if best else ""
-    lead = (f"One {card} holds {best['learners']} learners with time to first output under "
-            f"{best['first_output_s']['worst']:.0f} s (the worst learner's)" if best else "No room size ran cleanly")
-    prov = record["provenance"]
-    notes = "".join(f" {prov[k][0].upper()}{prov[k][1:]}." for k in ("gpu_memory_note", "server_note", "commit_note")
-                    if prov.get(k))
-    return lead + ":\n\n" + render_table(record) + "\n\n" + _provenance(record) + notes
+    # Each run's notes, said once, from the rows' own stamps: a run merged later keeps the earlier rows' notes.
+    said: list[str] = []
+    for prov in [record["provenance"], *(_row_provenance(record, row) for row in record["rooms"])]:
+        said += [prov[k] for k in ("gpu_memory_note", "server_note", "commit_note")
+                 if prov.get(k) and prov[k] not in said]
+    notes = "".join(f" {note[0].upper()}{note[1:]}." for note in said)
+    before = [r for r in record["rooms"] if _start(r) is None]
+    if before:
+        notes += (f" The rows marked 'servers before' ({', '.join(str(r['learners']) for r in before)} learners) "
+                  "predate cold and warm starts: each server was started before the learners sat down, untimed, "
+                  "and each kernel and its `import torch` when they did; `bash room/bench/gpu_box.sh run 1,10` and "
+                  "`run 30 cold`, `run 30 warm` measure both into the same record.")
+    return (holds_sentence(record) + ":\n\n" + render_table(record) + "\n\n" + _provenance(record)
+            + _split_words(record) + notes)
 
 
 def render_neighbour(kind: str) -> str:

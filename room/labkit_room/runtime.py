@@ -180,11 +180,67 @@ def hub_pythonpath(kit_root: Path) -> list[str]:
     return [e for e in entries if Path(e).resolve() != Path(kit_root).resolve()]
 
 
+# What a learner's server and kernel import, by top-level package: without byte-code beside them,
+# every server and kernel start compiles each module again in memory (a learner cannot write
+# __pycache__ into the room's root-owned folders), seconds of CPU per start that a room of late
+# learners pays at once.
+LEARNER_PACKAGES = ("jupyterhub", "jupyter_server", "jupyter_client", "jupyter_core", "jupyter_events",
+                    "jupyter_resource_usage", "jupyterlab", "jupyterlab_server", "tornado", "traitlets", "zmq",
+                    "ipykernel", "IPython", "comm", "nbformat", "nbconvert", "jinja2", "sqlalchemy", "psutil",
+                    "torch", "triton", "numpy", "matplotlib", "ipywidgets")  # the kit's own: kit_copy
+
+
+def compile_bytecode(folder: Path) -> None:
+    """Write the byte-code of every module under `folder`, on every core (files that are not Python 3
+    source, templates and py2 leftovers, are skipped as pip skips them)."""
+    import compileall
+
+    compileall.compile_dir(str(folder), quiet=2, workers=0)
+
+
+def packages_without_bytecode(names: tuple[str, ...] = LEARNER_PACKAGES) -> list[Path]:
+    """The folders of the packages in `names` installed here whose ``__init__`` has no byte-code beside
+    it (an install with pip's --no-compile, uv's default): what :func:`compile_learner_packages` compiles."""
+    import importlib.util
+
+    missing = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.origin or not spec.submodule_search_locations or not spec.origin.endswith(".py"):
+            continue
+        if not Path(importlib.util.cache_from_source(spec.origin)).is_file():
+            missing.append(Path(spec.origin).parent)
+    return missing
+
+
+def compile_learner_packages(log=print, names: tuple[str, ...] = LEARNER_PACKAGES) -> list[Path]:
+    """Compile the byte-code of the learners' packages that have none, where root owns their folder
+    (the room runs as root; byte-code written as root into a folder someone else owns would be
+    theirs no longer: for those, the command to run as their owner is said instead). Returns the
+    folders compiled."""
+    import time
+
+    done = []
+    for folder in packages_without_bytecode(names):
+        if folder.stat().st_uid != os.geteuid():
+            log(f"{folder} has no byte-code: each learner's server and kernel compiles it at every start "
+                f"(as its owner: python -m compileall -q {folder})")
+            continue
+        t0 = time.monotonic()
+        compile_bytecode(folder)
+        done.append(folder)
+        log(f"compiled the byte-code of {folder} ({time.monotonic() - t0:.0f} s, once)")
+    return done
+
+
 def kit_copy(runtime: Path) -> Path:
-    """A fresh copy of the ``labkit`` and ``labkit_room`` packages the hub runs, for the learners'
-    PYTHONPATH, and beside them the student edition of notebook 07: the checkers read each exercise's
-    starting code from that notebook (:mod:`labkit.workshop.exercises.starting_code`), and the student
-    edition holds it without the solutions."""
+    """A fresh copy of the ``labkit`` and ``labkit_room`` packages the hub runs, with their byte-code,
+    for the learners' PYTHONPATH, and beside them the student edition of notebook 07: the checkers
+    read each exercise's starting code from that notebook (:mod:`labkit.workshop.exercises.starting_code`),
+    and the student edition holds it without the solutions."""
     import nbformat
 
     from labkit.workshop.editions.student import student_notebook
@@ -198,6 +254,8 @@ def kit_copy(runtime: Path) -> Path:
     (target / "notebooks").mkdir()
     nbformat.write(student_notebook(nbformat.read(paths.NOTEBOOKS / NOTEBOOK, as_version=4)),
                    target / "notebooks" / NOTEBOOK)
+    # Its byte-code too: the learners cannot write it there, and would compile the kit at every start.
+    compile_bytecode(target)
     _open_to_all(runtime)
     return target
 
