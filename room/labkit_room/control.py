@@ -333,8 +333,12 @@ def start(learners: int, *, port: int = 8000, ip: str = "127.0.0.1", memory: str
         _private_write(state_dir / "room.json", json.dumps(spec, indent=1))
         log = state_dir / "hub.log"
         log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # The kit and the room from this checkout first: an editable install's finder points at the folder
+        # it was installed from, which may be one the learners' servers do not see (a checkout under /tmp,
+        # served from a bind mount elsewhere), and the hub hands them paths of its own modules (the reaper).
         env = {**os.environ, "LABKIT_HUB_ROOM": str(state_dir / "room.json"),
-               "PYTHONPATH": os.pathsep.join([str(KIT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+               "PYTHONPATH": os.pathsep.join([str(KIT_ROOT), str(KIT_ROOT / "room"),
+                                              os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         hub = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG_FILE)], cwd=state_dir,
                                env=env, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
