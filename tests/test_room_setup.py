@@ -718,3 +718,25 @@ def test_the_set_up_leaves_the_venvs_lock_writable_by_its_owner_alone(tmp_path):
     lock.chmod(0o666)
     setup.close_venv_lock(tmp_path)
     assert oct(lock.stat().st_mode & 0o777) == "0o644"
+
+
+def test_the_learners_python_is_made_again_where_the_checkout_lay_elsewhere_before(tmp_path):
+    """The room's copy of this Python and its venv name their interpreter and the kit's packages by
+    absolute path: one made under another mount of the checkout (the hub stage mounts it on a new
+    folder each run) must not be taken for ready, or no learner's server starts."""
+    runtime = pytest.importorskip("labkit_room.runtime", reason="the room's package (room/) is not installed")
+    if runtime.reachable_by_others(Path(sys.executable)) and runtime.reachable_by_others(
+            Path(runtime.sysconfig.get_paths()["stdlib"])):
+        pytest.skip("this Python is open to every user: the room runs it as it is, and makes no copy")
+    runtime.learner_python(tmp_path)
+    # As a run from another mount leaves it: complete, but for another place, and its interpreter gone.
+    link = tmp_path / "venv" / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    target = os.readlink(link)
+    (tmp_path / "venv" / ".complete").write_text(json.dumps({"interpreter": "/srv/elsewhere/python", "site": []}))
+    link.unlink()
+    link.symlink_to("/srv/elsewhere/python")
+    python, env = runtime.learner_python(tmp_path)
+    done = subprocess.run([python, "-c", "import labkit_room, sys; print(sys.prefix)"], env={**os.environ, **env},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert os.readlink(link) == target

@@ -89,14 +89,18 @@ def learner_python(runtime: Path) -> tuple[str, dict[str, str]]:
         (copy / ".complete").touch()
     env_dir = runtime / "venv"
     env_lib = {"LD_LIBRARY_PATH": str(copy / "lib")}
-    if not (env_dir / ".complete").exists():
+    # The venv names its interpreter and the kit's site-packages by absolute path: one made where this
+    # checkout lay before (a bind mount of another name: scripts/hub_stage.py) points at nothing now.
+    made_for = json.dumps({"interpreter": str(copy / "bin" / version), "site": site_dirs()})
+    complete = env_dir / ".complete"
+    if not complete.exists() or complete.read_text() != made_for:
         shutil.rmtree(env_dir, ignore_errors=True)
         subprocess.run([str(copy / "bin" / version), "-m", "venv", "--without-pip", str(env_dir)],
                        check=True, env={**os.environ, **env_lib})
         # The kit's own site-packages, .pth files and all (an editable install's finder with them).
         pth = env_dir / "lib" / version / "site-packages" / "labkit_hub_kit_env.pth"
         pth.write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in site_dirs()))
-        (env_dir / ".complete").touch()
+        complete.write_text(made_for)
     _open_to_all(runtime)
     return str(env_dir / "bin" / "python"), env_lib
 
