@@ -290,6 +290,7 @@ def test_the_rest_of_the_student_path_runs_top_to_bottom(student, tmp_path):
     # defined, which no backend changes, and the notebooks stage runs these cells' kernels in Triton's
     # interpreter already (the student edition differs only in its solution cells); the interpreter
     # would make this run three times longer (06: 29 CPU-s against 9).
+    pytest.importorskip("nbval", reason="runs the notebooks under nbval (the test extra), not installed here")
     edition = _read_edition(student)
     rest = [name for name in STUDENT_PATH if name not in BEFORE_LAST_EXERCISE]
     differ = []
