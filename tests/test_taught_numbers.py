@@ -32,6 +32,16 @@ DOCS = {name: ROOT / name for name in blocks.documents()}
 GPU_NOTEBOOKS = ("notebooks/04_timing.ipynb", "notebooks/08_appendix_kernel_engineering.ipynb")
 
 
+def _room_installed() -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("labkit-room")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def renderers():
     return numbers.all_renderers()
@@ -51,6 +61,8 @@ def _blocks():
 @pytest.mark.parametrize(("doc", "key"), _blocks())
 def test_each_block_is_its_records_rendering(renderers, doc, key):
     # Tolerance: none. The text between the markers must be exactly what the record renders to.
+    if key not in renderers and not _room_installed():
+        pytest.skip("the room's blocks are rendered by the room's distribution (room/), not installed here")
     assert key in renderers, f"{doc} has a block {key} that nothing renders"
     shown = blocks.rendered_in(blocks.text_of(DOCS[doc]), key)
     assert shown == renderers[key](), (
