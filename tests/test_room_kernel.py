@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from room_kernel_session import room_kernel
 
 from labkit_room import kernel, kernel_launcher
 
@@ -75,8 +76,6 @@ def test_a_kernel_not_in_its_own_namespaces_runs_no_cell_and_each_says_why(tmp_p
     """As a learner would meet it: the kernel starts, and each cell answers with one line, the code
     unrun (the file it would write is not there)."""
     pytest.importorskip("ipykernel", reason="the room's kernel is ipykernel's (the lab extra)")
-    from jupyter_client.manager import KernelManager
-
     spec = tmp_path / "data" / "kernels" / "python3"
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({  # the kernel without its launcher
@@ -92,18 +91,9 @@ def test_a_kernel_not_in_its_own_namespaces_runs_no_cell_and_each_says_why(tmp_p
     scratch = tmp_path / "tmp"  # the kernel's temporary folder: its empty profile goes there, and goes
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))
-    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
-    manager.start_kernel()
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        out = []
-        reply = client.execute_interactive(f"open({str(planted)!r}, 'w').write('ran')",
-                                           output_hook=lambda m: out.append(m["content"].get("text", "")), timeout=60)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel()  # as the server ends a kernel: asked first
+    with room_kernel(tmp_path) as session:
+        reply = session.run(f"open({str(planted)!r}, 'w').write('ran')")
+    out = session.printed
     assert not planted.exists(), planted.read_text()  # neither the cell nor the learner's configuration ran
     assert list(scratch.iterdir()) == []
     assert reply["content"]["status"] == "error"

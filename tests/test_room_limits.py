@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from room_kernel_session import room_kernel
 
 from labkit_room import limits
 
@@ -103,8 +104,6 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
     the limits and a MemoryError gets the room's line. The same variables in a plain process that
     imports labkit change nothing: the core knows nothing of rooms."""
     pytest.importorskip("ipykernel", reason="the room's kernel is ipykernel's (the lab extra)")
-    from jupyter_client.manager import KernelManager
-
     from labkit_room import kernel_launcher, runtime
 
     data = runtime.room_kernel_spec(tmp_path, sys.executable, Path(kernel_launcher.__file__))
@@ -115,22 +114,10 @@ def test_a_rooms_kernel_applies_the_limits_at_its_start_and_import_labkit_alone_
     env = {**os.environ, limits.MEMORY_LIMIT_ENV: str(3 * 2**30), limits.PROCESS_MEMORY_ENV: str(int(2.5 * 2**30)),
            limits.GPU_SHARE_ENV: "0.5"}
     # ipc channels, as the room's: the kernel's loopback is its own.
-    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
-    manager.start_kernel(env=env)
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        out = []
-
-        def printed(message):
-            out.append(message["content"].get("text", ""))
-
-        client.execute_interactive("import labkit; print(labkit.describe())", output_hook=printed, timeout=120)
-        client.execute_interactive("raise MemoryError()", output_hook=printed, timeout=60)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    with room_kernel(tmp_path, env) as session:
+        session.run("import labkit; print(labkit.describe())", timeout=120)
+        session.run("raise MemoryError()")
+    out = session.printed
     text = "\n".join(out)
     said = "3.0 GiB for all of this learner's processes (MEM_LIMIT), 2.5 GiB per process"
     assert f"'memory_limit': \"{said}\"" in text, text

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from other_user import pids_ever
+from room_kernel_session import room_kernel
 
 from labkit_room import accounts, enforcement, groups, learner_server, room, sandbox
 
@@ -211,30 +212,17 @@ def test_a_rooms_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
     send it frames to hold (over TCP anyone on the box could), not even on the kernel's own
     loopback. The kernel starts as the room starts it: through its launcher, with ipc channels."""
     pytest.importorskip("ipykernel", reason="the room's kernel is ipykernel's (the lab extra)")
-    from jupyter_client.manager import KernelManager
-
     from labkit_room import kernel_launcher, runtime
 
     monkeypatch.setenv("JUPYTER_PATH", str(runtime.room_kernel_spec(tmp_path, sys.executable,
                                                                      Path(kernel_launcher.__file__))))
-    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
-    manager.start_kernel()
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        out = []
-        client.execute_interactive("import os\nif os.fork() == 0:\n    print('from a forked child'); os._exit(0)\n"
-                                   "os.wait()", output_hook=lambda m: out.append(m["content"].get("text", "")),
-                                   timeout=60)
-        pid = manager.provisioner.process.pid
+    with room_kernel(tmp_path) as session:
+        session.run("import os\nif os.fork() == 0:\n    print('from a forked child'); os._exit(0)\nos.wait()")
+        pid = session.pid
         listening = _listening_tcp_inodes(pid)
         sockets = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-    assert "from a forked child" in "".join(out)  # the pipe still carries the child's output
+    assert "from a forked child" in "".join(session.printed)  # the pipe still carries the child's output
     assert not sockets & listening, "the kernel listens on a TCP port"
 
 
