@@ -44,6 +44,7 @@ from other_user import command_lines, pids_ever, secrets_seen  # noqa: E402
 import neighbour  # noqa: E402  (room/bench/, on the tests' path: pyproject.toml)
 from labkit_room import (  # noqa: E402
     accounts,
+    control,
     groups,
     learner_server,
     room,
@@ -905,6 +906,37 @@ def check_each_kernel_has_namespaces_of_its_own_and_the_reaper_is_out_of_reach(h
     assert neighbour.running(reaper)
 
 
+def _may_raise_priority() -> bool:
+    """Whether root may raise a process's priority on this box (tried in a child)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, room.HUB_NICE)
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def check_the_room_runs_ahead_of_its_learners_and_they_cannot_catch_up(hub, learners):
+    """The hub, and its proxy with it, run at room.HUB_NICE where root may raise a priority (so 30
+    learners starting at once do not slow every page through them); A's server and kernel run at the
+    box's default, and A's kernel cannot raise its own."""
+    hub_pid = _state(hub)["hub_pid"]
+    proxy = [pid for pid, _start in control._children_of(hub_pid)
+             if "proxy" in Path(f"/proc/{pid}/cmdline").read_text()]
+    wanted = room.HUB_NICE if _may_raise_priority() else 0
+    assert proxy and [os.getpriority(os.PRIO_PROCESS, pid) for pid in [hub_pid, *proxy]] == [wanted] * (1 + len(proxy))
+    a = learners[0]
+    server, _url = _server_of(a.name)
+    assert os.getpriority(os.PRIO_PROCESS, server) == 0
+    with a.new_kernel() as kernel:
+        probe = kernel.execute("import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))\n"
+                               "try:\n    os.setpriority(os.PRIO_PROCESS, 0, -1); print('raised')\n"
+                               "except OSError:\n    print('refused')")
+    assert probe.error is None and probe.text().split() == ["0", "refused"], probe.text()
+
+
 def check_the_instructor_never_opens_a_learners_server(hub, learners):
     """A signs a notebook whose output would run script; the instructor, who could once open any
     server through JupyterHub's admin access, cannot open A's at all, nor make A admin, nor take a
@@ -1186,6 +1218,7 @@ CHECKS = [check_the_room_says_what_this_box_enforces, check_each_learner_is_one_
           check_a_learners_page_runs_no_script_for_anyone, check_the_gpu_share_is_what_the_room_says,
           check_nothing_of_a_learner_is_shared,
           check_each_kernel_has_namespaces_of_its_own_and_the_reaper_is_out_of_reach,
+          check_the_room_runs_ahead_of_its_learners_and_they_cannot_catch_up,
           check_the_instructor_never_opens_a_learners_server,
           check_a_learners_own_config_changes_nothing_and_the_kit_is_not_theirs_to_write,
           check_a_learners_ipc_is_their_kernels_own,

@@ -138,7 +138,7 @@ class Learner:
         if self.token:
             headers["Authorization"] = f"token {self.token}"
         return self.session.request(method, f"{self.hub_url}/hub/api{path}", headers=headers,
-                                    timeout=self.timeout_s, **kwargs)
+                                    **{"timeout": self.timeout_s, **kwargs})
 
     def new_token(self) -> str:
         resp = self.hub_api("POST", f"/users/{self.name}/tokens", json={"note": "labkit hub client"})
@@ -148,20 +148,31 @@ class Learner:
         return self.token
 
     def start_server(self, timeout_s: float = 240) -> float:
-        """Ask the hub to start this learner's server and wait until it answers; returns seconds."""
+        """Ask the hub to start this learner's server and wait until it answers; returns seconds.
+        Waited for as the hub's spawn page waits in a browser: on the server's progress stream
+        (server-sent events), which says "ready" the moment the hub knows, with no polling that would
+        add its own interval to every start and a request a second per learner to the hub's load."""
         t0 = time.monotonic()
         resp = self.hub_api("POST", f"/users/{self.name}/server")
         if resp.status_code not in (201, 202, 400):  # 400: already running
             raise HubClientError(f"{self.name}: server not started ({resp.status_code} {resp.text[:200]})")
-        while time.monotonic() - t0 < timeout_s:
-            user = self.hub_api("GET", f"/users/{self.name}").json()
-            server = (user.get("servers") or {}).get("", {})
-            if server.get("ready"):
-                return time.monotonic() - t0
-            if not server.get("pending") and not server.get("ready") and time.monotonic() - t0 > 5:
-                raise HubClientError(f"{self.name}: the server stopped while starting (hub log says why)")
-            time.sleep(0.5)
-        raise HubClientError(f"{self.name}: server not ready after {timeout_s:.0f} s")
+        last = "no progress event"
+        with self.hub_api("GET", f"/users/{self.name}/server/progress", stream=True,
+                          timeout=(self.timeout_s, timeout_s)) as stream:
+            if stream.status_code != 200:
+                raise HubClientError(f"{self.name}: no progress stream ({stream.status_code} {stream.text[:200]})")
+            for line in stream.iter_lines(decode_unicode=True):
+                if not line or not line.startswith("data:"):
+                    continue
+                event = json.loads(line[len("data:"):])
+                last = event.get("message") or last
+                if event.get("ready"):
+                    return time.monotonic() - t0
+                if event.get("failed"):
+                    raise HubClientError(f"{self.name}: the server stopped while starting: {last}")
+                if time.monotonic() - t0 > timeout_s:
+                    break
+        raise HubClientError(f"{self.name}: server not ready after {time.monotonic() - t0:.0f} s ({last})")
 
     # -- the learner's server ---------------------------------------------------------------------
     def server_url(self, user: str | None = None) -> str:

@@ -55,6 +55,13 @@ def learner_server_args(*more_extensions: str, lab: bool = True) -> list[str]:
     return [f"--ServerApp.jpserver_extensions={extensions!r}", "--ServerApp.terminals_enabled=False",
             *(["--LabApp.extension_manager=readonly"] if lab else [])]
 MAX_LEARNERS = 99
+# The hub's scheduling priority (nice), and so its proxy's and its services': every learner's page,
+# kernel messages and starts pass through them, so when the learners' processes keep every core
+# busy (30 servers and kernels starting at once) the room's own work runs first, rather than one
+# process's share beside 60. Each learner's server is put back to the box's default (0) as it starts
+# (labkit_room.sandbox), and a learner cannot raise their own. Where root may not raise a priority
+# (a container without CAP_SYS_NICE) the hub runs at 0, as everything else.
+HUB_NICE = -10
 # The image binder/ describes, as repo2docker builds it for the chart:
 #   repo2docker --no-run --user-name jovyan --image-name labkit-room:<version> .
 IMAGE_NAME = "labkit-room"

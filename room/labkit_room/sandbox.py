@@ -135,6 +135,8 @@ def enter_private_folders(home: Path, uid: int) -> None:
 def enter(plan: Plan) -> None:
     """Apply `plan` to the calling process (the spawner's preexec, as root, before it becomes the
     learner). A step the box refuses is skipped: :func:`capabilities` said so at the room's start."""
+    # The box's default priority: the hub's higher one (room.HUB_NICE) is the room's, not the learner's.
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
     hierarchy = groups.Hierarchy.from_json(plan.hierarchy)
     if hierarchy.version in ("v1", "v2"):
         hierarchy.join(plan.room_id, plan.learner)
