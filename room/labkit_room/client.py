@@ -79,13 +79,21 @@ class RoomProcess:
         """Ctrl-C, and wait for the room to tear itself down (`hub stop` if it does not)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                subprocess.run([sys.executable, "-m", "labkit", "hub", "stop", "--state", str(self.state)],
-                               timeout=timeout_s)
-                self.proc.kill()
-                self.proc.wait()
+            deadline = time.monotonic() + timeout_s
+            while True:
+                # A second Ctrl-C here does not cut the wait short: the caller's next step may remove the
+                # state folder the room is closing from (the bench's is a temporary one).
+                try:
+                    self.proc.wait(max(0.0, deadline - time.monotonic()))
+                    break
+                except KeyboardInterrupt:
+                    print("still closing the room: its learners' servers and users go first", file=sys.stderr)
+                except subprocess.TimeoutExpired:
+                    subprocess.run([sys.executable, "-m", "labkit", "hub", "stop", "--state", str(self.state)],
+                                   timeout=timeout_s)
+                    self.proc.kill()
+                    self.proc.wait()
+                    break
         return self.proc.returncode
 
 
