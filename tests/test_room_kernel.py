@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from room_kernel_session import room_kernel
+from room_kernel_session import kit_and_room_path, room_kernel
 
 from labkit_room import kernel, kernel_launcher
 
@@ -44,15 +44,6 @@ def test_the_launcher_refuses_where_a_thread_already_runs_and_says_so_with_the_l
     assert probe.returncode == 1 and "threads already run" in probe.stderr
 
 
-def _kit_and_room() -> str:
-    """A path on which the kernel's command finds labkit_room and labkit where this test finds them (an
-    installation, or a copy of the checkout on PYTHONPATH, as on a GPU box)."""
-    import labkit
-
-    here = [str(Path(module.__file__).resolve().parents[1]) for module in (kernel, labkit)]
-    return os.pathsep.join(here + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-
-
 def test_the_launcher_gives_the_kernel_its_own_namespaces_where_the_box_allows():
     allowed = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), "--probe"], capture_output=True, text=True,
                              timeout=60)
@@ -63,7 +54,7 @@ def test_the_launcher_gives_the_kernel_its_own_namespaces_where_the_box_allows()
             "print(json.dumps([kernel.namespace_refusal(), sorted(n for _, n in socket.if_nameindex())]))")
     done = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), "--", sys.executable, "-c", code],
                           capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": _kit_and_room()})
+                          env={**os.environ, "PYTHONPATH": kit_and_room_path()})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == ["", ["lo"]]
     # The same check in a process on the box's namespaces: refused.
