@@ -1,7 +1,8 @@
 """A learner's sandbox piece by piece, without a hub: private shared folders in a mount namespace,
 a tmpfs home that refuses past its size, what a removed learner owned swept from the shared folders
 (links removed, never followed), a uid that owns anything never handed out, a learner with a
-re-forking process removed whole, the lines the room prints of what a box enforces, the policy a
+re-forking process removed whole, the priority a server starts at, the lines the room prints of what
+a box enforces, the policy a
 learner's server puts on each response, a kernel that listens on no TCP port, and the room's bad
 settings answered in one line. The parts that make users or mounts need root and skip otherwise,
 saying so."""
@@ -142,6 +143,33 @@ def test_a_learner_with_a_reforking_process_is_removed_whole(tmp_path):
 
 def _limits():
     return room.limits_for(2, memory="3G", host_memory=8 * 2**30, cores=2, build="cpu")
+
+
+@ROOT_ONLY
+def test_a_learners_server_starts_at_the_default_priority_though_the_hub_runs_ahead(tmp_path):
+    """The spawner's step in the hub's child (sandbox.enter) puts the hub's priority, room.HUB_NICE,
+    back to the box's default: the learner's server and kernels never run ahead of the others. The
+    guide says the hub's priority as the room sets it."""
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs" / "INSTRUCTOR_GUIDE.md").read_text().split())
+    assert f"(nice {room.HUB_NICE}, where the box lets root raise a priority)" in guide
+    plan = sandbox.Plan(room_id="test", learner="nobody", home=str(tmp_path), private_folders=False,
+                        hierarchy=groups.Hierarchy("none", why_not="a test").to_json(),
+                        process_bytes=2**40, tasks=4096, file_bytes=2**40)
+    pid = os.fork()
+    if pid == 0:  # the hub's child, as the spawner forks it
+        try:
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, room.HUB_NICE)
+            except OSError:
+                os._exit(3)  # this box does not let root raise a priority
+            sandbox.enter(plan)
+            os._exit(10 + os.getpriority(os.PRIO_PROCESS, 0))
+        except BaseException:
+            os._exit(2)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code == 3:
+        pytest.skip("root may not raise a priority on this box: the hub runs at the default, as the learners")
+    assert code == 10, code
 
 
 def test_the_room_says_in_one_line_each_what_a_box_enforces():
