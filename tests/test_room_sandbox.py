@@ -2,10 +2,9 @@
 a tmpfs home that refuses past its size, what a removed learner owned swept from the shared folders
 (links removed, never followed), a uid that owns anything never handed out, a learner with a
 re-forking process removed whole, the priority a server starts at, the lines the room prints of what
-a box enforces, the policy a
-learner's server puts on each response, a kernel that listens on no TCP port, and the room's bad
-settings answered in one line. The parts that make users or mounts need root and skip otherwise,
-saying so."""
+a box enforces, the policy a learner's server puts on each response, a kernel that listens on no TCP
+port, and the room's bad settings answered in one line. The parts that make users or mounts need
+root and skip otherwise, saying so."""
 
 from __future__ import annotations
 
