@@ -1098,8 +1098,11 @@ def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
             "import subprocess, sys\n"
             "code = ('import os, time\\nwhile True:\\n    try:\\n        if os.fork(): os._exit(0)\\n'\n"
             "        '    except OSError:\\n        pass\\n    time.sleep(0.001)\\n')\n"
-            "_reforking = subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n")
-        assert started.error is None, started.text()
+            "_reforking = subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"
+            # Its first process ends at its first fork: from then on no process of it is the kernel's
+            # child, which ipykernel would end as the kernel shuts down (a slow start once lost it so).
+            "print('first fork', _reforking.wait(timeout=120))\n")
+        assert started.error is None and "first fork 0" in started.text(), started.text()
     uid = pwd.getpwnam(b.name).pw_uid
     time.sleep(1)
     first = pids_ever(uid)
