@@ -1107,7 +1107,20 @@ def check_a_reforking_process_runs_when_the_room_closes(hub, learners):
     time.sleep(1)
     first = pids_ever(uid)
     time.sleep(0.5)
-    assert pids_ever(uid) - first, "the re-forking process is not re-forking"
+    assert pids_ever(uid) - first, f"the re-forking process is not re-forking; B's processes: {_described(first)}"
+
+
+def _described(pids) -> list[str]:
+    """Each pid's state and command, as /proc has them now (for a failure's message)."""
+    out = []
+    for pid in sorted(pids):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
+            out.append(f"{pid} {' '.join(state)} {command}")
+        except OSError:
+            out.append(f"{pid} gone")
+    return out
 
 
 # What a learner's process on the box's IPC namespace would leave (a room on a box without IPC

@@ -189,8 +189,11 @@ def _split_words(record: dict) -> str:
     kernel = (f"; at their peak a learner's server held {peak.get('server')} MiB and their kernel "
               f"{peak.get('kernel')} MiB ({', '.join(holds.get('heavy', []))} imported"
               f"{', with a CUDA context' if holds.get('cuda_initialised') else ''})" if peak else "")
+    client = (f" The bench's client, which stands in for the learners' browsers (on their own laptops in a "
+              f"room), ran at the hub's priority (nice {row['client_nice']}) and waited for each server on the "
+              "hub's progress stream, as the spawn page does." if "client_nice" in row else "")
     return (f" Where a cold start's time goes, for the last of {row['learners']} learners to see output: "
-            f"{parts}{kernel}.")
+            f"{parts}{kernel}.{client}")
 
 
 def render_gpu() -> str:
