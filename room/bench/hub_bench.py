@@ -59,11 +59,6 @@ if TYPE_CHECKING:
 PROG = "python -m labkit hub bench"
 
 
-def _peak_rss(uid: int) -> int:
-    """Sum of VmHWM (peak resident memory) of a learner's processes, bytes."""
-    return sum(p["peak_rss"] for p in _processes(uid))
-
-
 # Which of a learner's processes is which, by its command line.
 ROLES = (("jupyterhub.singleuser", "server"), ("labkit_room.kernel", "kernel"))
 
@@ -90,10 +85,11 @@ def _processes(uid: int) -> list[dict]:
     return found
 
 
-def _by_role(uid: int, what: str) -> dict[str, float]:
-    """`what` of a learner's processes summed per role: peak_rss, rss, pss in MiB, cpu_s in CPU seconds."""
+def _by_role(processes: list[dict], what: str) -> dict[str, float]:
+    """`what` of a learner's `processes` (:func:`_processes`) summed per role: peak_rss, rss, pss in MiB,
+    cpu_s in CPU seconds."""
     out: dict[str, float] = {}
-    for proc in _processes(uid):
+    for proc in processes:
         out[proc["role"]] = out.get(proc["role"], 0) + proc[what]
     if what == "cpu_s":
         return {role: round(total, 2) for role, total in sorted(out.items())}
@@ -144,7 +140,7 @@ def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: 
     def sample(stage: str) -> None:
         nonlocal paused
         t = time.monotonic()
-        memory[stage] = _by_role(uid, "rss")
+        memory[stage] = _by_role(_processes(uid), "rss")
         paused += time.monotonic() - t
 
     def now() -> float:
@@ -178,21 +174,23 @@ def _learner_run(person: Learner, barrier: threading.Barrier, out: dict, start: 
             results.append(result)
             if t_first is None and result.first_output_s is not None:
                 t_first = t_sent + result.first_output_s
-                cpu_at_first = _by_role(uid, "cpu_s")  # the CPU the start cost, per process (low noise)
+                cpu_at_first = _by_role(_processes(uid), "cpu_s")  # the CPU the start cost, per process (low noise)
         errors = [f"{r.error['ename']}: {r.error['evalue']}" for r in results if r.error]
         line = next(x for x in result.text().splitlines() if x.startswith(workload.REPRO_MARK))
         repro = json.loads(line.removeprefix(workload.REPRO_MARK))
         t_last = now()
         holds = kernel.execute(KERNEL_HOLDS, timeout_s=120).text()
         memory["kernel_holds"] = json.loads(holds.split("LABKIT_HOLDS ", 1)[1]) if "LABKIT_HOLDS " in holds else None
-        memory["peak_rss"] = _by_role(uid, "peak_rss")
-        memory["pss"] = _by_role(uid, "pss")
+        # Read while the kernel runs: once it is closed its peak goes with it.
+        processes = _processes(uid)
+        memory["peak_rss"], memory["pss"] = _by_role(processes, "peak_rss"), _by_role(processes, "pss")
+        peak_bytes = sum(p["peak_rss"] for p in processes)
     finally:
         kernel.close()
     split = first_output_split(t0, t_server, t_kernel, min(t_imports, t_first), t_first) if t_first else None
     out[person.name] = {"first_output_s": split and split["first_output_s"], "split": split,
                         "last_cell_s": t_last - t0,
-                        "errors": errors, "peak_rss_bytes": _peak_rss(uid), "memory": memory,
+                        "errors": errors, "peak_rss_bytes": peak_bytes, "memory": memory,
                         "cpu_at_first_output_s": cpu_at_first, **repro}
 
 
